@@ -1,0 +1,83 @@
+# premigrate: `make demo` runs the demo, `make test` runs every test. `make help` lists the rest.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+export PREMIGRATE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/premigrate
+export GOFLAGS ?= -buildvcs=false
+BIN := $(CURDIR)/bin
+export PATH := $(BIN):$(PATH)
+CHART := charts/premigrate
+KIND_CLUSTER_NAME ?= premigrate
+export KIND_CLUSTER_NAME
+GO_PKGS_UNIT := ./cmd/... ./internal/... ./hack/...
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+.PHONY: tools
+tools: ## install the pinned chart tools into ./bin (helm 3 and 4, ct, kubeconform, helm-docs, golangci-lint, yamllint, kind, kubectl)
+	@hack/tools.sh
+
+.PHONY: images
+images: ## build premigrate's images (gate, demo v1..v7, postgres) as archives, offline
+	@hack/images.sh
+
+.PHONY: node-image
+node-image: ## build (or find) the kind node image, offline
+	@hack/kind/node-image.sh
+
+.PHONY: cluster
+cluster: images ## create or reuse the kind cluster and load our images (idempotent)
+	@node_image=$$(hack/kind/node-image.sh) && go run ./hack/cluster up --node-image "$$node_image"
+
+.PHONY: cluster-down
+cluster-down: ## delete the kind cluster
+	@go run ./hack/cluster down
+
+.PHONY: fmt-check
+fmt-check:
+	@out=$$(gofmt -l cmd internal hack test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: lint
+lint: tools fmt-check ## gofmt, go vet, golangci-lint, helm lint (3 and 4), ct lint, helm-docs drift, kubeconform, yamllint
+	@hack/lint.sh
+
+.PHONY: test-unit
+test-unit: ## Go unit tests (gate, demo app against a real PostgreSQL, harness)
+	go test $(GO_PKGS_UNIT)
+
+.PHONY: test-render
+test-render: tools ## render tests of the chart (no cluster)
+	go test ./test/render/...
+
+.PHONY: test-fast
+test-fast: lint test-unit test-render ## everything that needs no cluster
+
+.PHONY: test-e2e
+test-e2e: tools images ## cluster tests on kind (creates the cluster; KEEP_CLUSTER=1 keeps it)
+	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
+	  go test ./test/e2e/... -count=1 -timeout 75m -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+
+.PHONY: test
+test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
+
+.PHONY: demo
+demo: tools cluster ## a kind cluster, the chart installed with its embedded database, upgraded, shown working
+	@hack/demo.sh
+
+.PHONY: bench
+bench: tools images ## measure gate latency, upgrade overhead and sizes; writes a dated report
+	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
+	  go test ./test/bench/... -count=1 -timeout 60m -v -run Benchmark 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
+
+.PHONY: docs
+docs: tools ## regenerate the chart README's values table with helm-docs
+	helm-docs --chart-search-root charts --template-files README.md.gotmpl
+
+.PHONY: package
+package: tools ## helm package + helm repo index into ./dist/repo
+	mkdir -p dist/repo
+	helm package $(CHART) -d dist/repo
+	helm repo index dist/repo

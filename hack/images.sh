@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds premigrate's images as docker-archive tarballs, offline (no base image is pulled: mkimg writes the
+# layers itself), into $PREMIGRATE_CACHE/images. The test harness and the demo load them into kind.
+#   premigrate/gate:<appVersion>         static /gate, nonroot, no shell
+#   premigrate/demo:v1..v7, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
+#   premigrate/postgres:15               Debian bookworm's PostgreSQL 15 with the official image's interface
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+OUT=$PREMIGRATE_CACHE/images; mkdir -p "$OUT"
+W=$PREMIGRATE_CACHE/build/images; rm -rf "$W"; mkdir -p "$W"
+APP_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/charts/premigrate/Chart.yaml" 2>/dev/null || true)
+APP_VERSION=${APP_VERSION:-0.1.0}
+DEMO_VERSIONS=${DEMO_VERSIONS:-7}
+PATH_ENV=PATH=/usr/local/bin:/usr/bin:/bin
+
+cd "$REPO_ROOT"
+go build -trimpath -o "$W/mkimg" ./hack/mkimg
+for c in gate demo postgres-init; do
+  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$APP_VERSION" -o "$W/$c" "./cmd/$c"
+done
+
+# a distroless-like base: passwd/group with nonroot (65532) and postgres (999), a sticky /tmp
+B=$W/base; mkdir -p "$B/etc" "$B/tmp"; chmod 1777 "$B/tmp"
+printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\npostgres:x:999:999:PostgreSQL:/var/lib/postgresql:/bin/sh\n' >"$B/etc/passwd"
+printf 'root:x:0:\nnonroot:x:65532:\npostgres:x:999:\n' >"$B/etc/group"
+echo 'hosts: files dns' >"$B/etc/nsswitch.conf"
+mk() { "$W/mkimg" "$@" >/dev/null; }
+
+mk -o "$OUT/gate.tar" -tag "premigrate/gate:$APP_VERSION" -dir "$B:/" -layer x -file "$W/gate:/gate" \
+  -entrypoint /gate -user 65532:65532 -env "$PATH_ENV"
+say "image premigrate/gate:$APP_VERSION ($(du -h "$W/gate" | cut -f1) binary)"
+for v in $(seq 1 "$DEMO_VERSIONS"); do
+  tags=(-tag "premigrate/demo:v$v"); [ "$v" = 1 ] && tags+=(-tag "premigrate/demo:$APP_VERSION")
+  mk -o "$OUT/demo-v$v.tar" "${tags[@]}" -dir "$B:/" -layer x -file "$W/demo:/demo" -entrypoint /demo \
+    -user 65532:65532 -env "$PATH_ENV" -env "DEMO_VERSION=$v"
+done
+say "images premigrate/demo:v1..v$DEMO_VERSIONS (v1 also :$APP_VERSION)"
+
+# PostgreSQL: Debian's postgresql-15 files from this (bookworm) host, with every library they load,
+# /bin/sh (initdb runs the server through popen) and the zoneinfo the Debian build uses.
+apt_install postgresql-15
+PG=/usr/lib/postgresql/15
+P=$W/postgres; mkdir -p "$P/usr/local/bin" "$P/var/run/postgresql" "$P/var/lib/postgresql/data"
+cp -a --parents "$PG" /usr/share/postgresql/15 /usr/share/zoneinfo "$P/"
+mkdir -p "$P/usr/bin"; cp -L /bin/dash "$P/usr/bin/dash"
+ln -sf dash "$P/usr/bin/sh"
+libs=$( { for f in "$PG"/bin/* "$PG"/lib/*.so /bin/dash; do ldd "$f" 2>/dev/null || true; done; } \
+        | grep -o '/[^ ]*\.so[^ ]*' | sort -u )
+for lib in $libs /lib64/ld-linux-x86-64.so.2; do
+  real=$(readlink -f "$lib"); mkdir -p "$P/usr$(dirname "${real#/usr}")"
+  cp -aL "$real" "$P/usr${real#/usr}"
+  name=$(readlink -f "$(dirname "$lib")")/$(basename "$lib"); name=/usr${name#/usr}
+  [ "$name" = "/usr${real#/usr}" ] || { mkdir -p "$P$(dirname "$name")"; ln -sfn "/usr${real#/usr}" "$P$name"; }
+done
+ln -sfn usr/lib "$P/lib"; ln -sfn usr/lib64 "$P/lib64"; ln -sfn usr/bin "$P/bin"
+cp "$W/postgres-init" "$P/usr/local/bin/postgres-init"
+# no chown in the image layers: the directories postgres writes to are world-writable and sticky
+chmod 1777 "$P/var/run/postgresql" "$P/var/lib/postgresql/data"
+mk -o "$OUT/postgres.tar" -tag premigrate/postgres:15 -dir "$B:/" -layer x -dir "$P:/" \
+  -entrypoint /usr/local/bin/postgres-init -user 999:999 \
+  -env "PATH=/usr/local/bin:$PG/bin:/usr/bin:/bin" -env PGDATA=/var/lib/postgresql/data -env LANG=C.UTF-8
+say "image premigrate/postgres:15"
+rm -rf "$W"
+ls -la "$OUT"

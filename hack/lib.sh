@@ -1,0 +1,65 @@
+# shellcheck shell=bash
+# Shared settings and helpers for hack/ scripts. Source it; do not run it.
+# Everything built, cached or logged lives under $PREMIGRATE_CACHE, never in the repository.
+set -euo pipefail
+
+HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd "$HACK_DIR/.." && pwd)
+export PREMIGRATE_CACHE=${PREMIGRATE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/premigrate}
+export LOGS=$PREMIGRATE_CACHE/logs
+mkdir -p "$LOGS"
+
+# Pinned versions of everything the offline kind node image is made of.
+export K8S_VERSION=v1.37.2 K8S_STAGING_VERSION=v0.37.2
+export KIND_VERSION=v0.33.0
+export CONTAINERD_VERSION=v2.3.4 CRICTL_VERSION=v1.36.0
+export ETCD_VERSION=v3.7.0 ETCD_IMAGE_TAG=3.7.0-0
+export COREDNS_VERSION=v1.14.6 PAUSE_TAG=3.10.2
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+# A clean PATH for daemons: dockerd must never find the containerd 2.x shim we build for the node.
+export CLEAN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+T_START=$(date +%s)
+elapsed() { echo "$(( $(date +%s) - T_START ))s"; }
+say() { printf '[%s +%s] %s\n' "$(date +%H:%M:%S)" "$(elapsed)" "$*"; }
+
+# step NAME CMD...: runs CMD with its output in $LOGS/NAME.log, printing a progress line every 30 s.
+# On failure, prints the log's tail and returns CMD's exit code.
+step() {
+  local name=$1; shift
+  local log=$LOGS/$name.log s; s=$(date +%s)
+  say "$name: started (log: $log)"
+  "$@" >"$log" 2>&1 &
+  local pid=$! n=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1; n=$((n + 1))
+    if (( n % 30 == 0 )); then say "$name: still running, $(( $(date +%s) - s ))s (log: $log)"; fi
+  done
+  local rc=0; wait "$pid" || rc=$?
+  if (( rc != 0 )); then
+    say "$name: FAILED after $(( $(date +%s) - s ))s (exit $rc); last lines of $log:"
+    tail -n 40 "$log" | sed 's/^/    /'
+    return "$rc"
+  fi
+  say "$name: done in $(( $(date +%s) - s ))s"
+  echo "$(date -u +%FT%TZ) $name $(( $(date +%s) - s ))s" >>"$LOGS/timings.txt"
+}
+
+# key FILES...: a short hash of the given files' content plus the pinned versions (cache keys).
+key() {
+  { env | grep -E '^(K8S|KIND|CONTAINERD|CRICTL|ETCD|COREDNS|PAUSE)_' | sort; cat "$@"; } | sha256sum | cut -c1-12
+}
+
+need_root() { [ "$(id -u)" = 0 ] || { echo "error: $1 needs root (or install it by hand)" >&2; exit 1; }; }
+
+# apt_install PKG...: installs the Debian packages that are missing, once.
+apt_install() {
+  local missing=() p
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  (( ${#missing[@]} == 0 )) && return 0
+  need_root "installing ${missing[*]}"
+  say "apt: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}

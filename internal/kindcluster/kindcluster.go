@@ -1,0 +1,177 @@
+// Package kindcluster creates, reuses and deletes the kind cluster the cluster tests and the demo run on,
+// and loads premigrate's image archives into its nodes without a registry.
+package kindcluster
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"sigs.k8s.io/kind/pkg/cluster"
+	"sigs.k8s.io/kind/pkg/cluster/nodes"
+	"sigs.k8s.io/kind/pkg/cluster/nodeutils"
+	kindcmd "sigs.k8s.io/kind/pkg/cmd"
+)
+
+// cgroup2SuperMagic is the filesystem magic of a unified (v2) cgroup hierarchy.
+const cgroup2SuperMagic = 0x63677270
+
+// Options says which cluster to create or reuse.
+type Options struct {
+	Name       string        // cluster name; an existing cluster with this name is reused
+	NodeImage  string        // kind node image
+	Kubeconfig string        // where the kubeconfig is written
+	Wait       time.Duration // how long to wait for the control plane to be Ready
+}
+
+// Cluster is a running kind cluster.
+type Cluster struct {
+	Name       string
+	Kubeconfig string
+	Created    bool // false when an existing cluster was reused
+	provider   *cluster.Provider
+}
+
+// HostNeedsCgroupV1Settings reports whether /sys/fs/cgroup is not a unified (v2) hierarchy. Kubernetes 1.35
+// and later refuse cgroup v1 unless the kubelet sets failCgroupV1=false and kubeadm skips SystemVerification.
+func HostNeedsCgroupV1Settings() bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs("/sys/fs/cgroup", &st); err != nil {
+		return false
+	}
+	return st.Type != cgroup2SuperMagic
+}
+
+// Config renders the kind cluster configuration for this host.
+func Config(name string, cgroupV1 bool) string {
+	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nname: " + name + "\n"
+	if !cgroupV1 {
+		return cfg
+	}
+	return cfg + `kubeadmConfigPatches:
+- |
+  kind: InitConfiguration
+  nodeRegistration:
+    ignorePreflightErrors:
+    - SystemVerification
+- |
+  kind: JoinConfiguration
+  nodeRegistration:
+    ignorePreflightErrors:
+    - SystemVerification
+- |
+  kind: KubeletConfiguration
+  failCgroupV1: false
+`
+}
+
+// Ensure reuses the cluster named o.Name when it exists, and creates it otherwise.
+func Ensure(o Options) (*Cluster, error) {
+	if o.Name == "" || o.Kubeconfig == "" {
+		return nil, errors.New("kindcluster: a name and a kubeconfig path are required")
+	}
+	p := cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(kindcmd.NewLogger()))
+	c := &Cluster{Name: o.Name, Kubeconfig: o.Kubeconfig, provider: p}
+	names, err := p.List()
+	if err != nil {
+		return nil, fmt.Errorf("listing kind clusters: %w", err)
+	}
+	if slices.Contains(names, o.Name) {
+		if err := p.ExportKubeConfig(o.Name, o.Kubeconfig, false); err != nil {
+			return nil, fmt.Errorf("exporting the kubeconfig of kind cluster %q: %w", o.Name, err)
+		}
+		return c, nil
+	}
+	if o.NodeImage == "" {
+		return nil, errors.New("kindcluster: no node image (run `make cluster`, or set KIND_NODE_IMAGE)")
+	}
+	if o.Wait == 0 {
+		o.Wait = 5 * time.Minute
+	}
+	err = p.Create(o.Name,
+		cluster.CreateWithNodeImage(o.NodeImage),
+		cluster.CreateWithRawConfig([]byte(Config(o.Name, HostNeedsCgroupV1Settings()))),
+		cluster.CreateWithKubeconfigPath(o.Kubeconfig),
+		cluster.CreateWithWaitForReady(o.Wait),
+		cluster.CreateWithDisplayUsage(false),
+		cluster.CreateWithDisplaySalutation(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("creating kind cluster %q from %s: %w", o.Name, o.NodeImage, err)
+	}
+	c.Created = true
+	return c, nil
+}
+
+// Delete deletes the cluster named name, if it exists.
+func Delete(name string) error {
+	p := cluster.NewProvider(cluster.ProviderWithDocker(), cluster.ProviderWithLogger(kindcmd.NewLogger()))
+	if err := p.Delete(name, ""); err != nil {
+		return fmt.Errorf("deleting kind cluster %q: %w", name, err)
+	}
+	return nil
+}
+
+// Delete deletes this cluster.
+func (c *Cluster) Delete() error { return Delete(c.Name) }
+
+// LoadImageArchives imports docker-archive tarballs into every node's containerd. An archive already loaded
+// (same content) is skipped, so reusing a cluster costs a hash per archive.
+func (c *Cluster) LoadImageArchives(paths ...string) (loaded int, err error) {
+	ns, err := c.provider.ListInternalNodes(c.Name)
+	if err != nil {
+		return 0, fmt.Errorf("listing nodes of %q: %w", c.Name, err)
+	}
+	for _, p := range paths {
+		sum, err := fileSHA256(p)
+		if err != nil {
+			return loaded, err
+		}
+		marker := "/var/lib/premigrate-images/" + sum
+		for _, n := range ns {
+			if n.Command("test", "-e", marker).Run() == nil {
+				continue
+			}
+			if err := loadOne(n, p); err != nil {
+				return loaded, err
+			}
+			if err := n.Command("sh", "-c", "mkdir -p /var/lib/premigrate-images && touch "+marker).Run(); err != nil {
+				return loaded, fmt.Errorf("marking %s loaded on %s: %w", filepath.Base(p), n.String(), err)
+			}
+			loaded++
+		}
+	}
+	return loaded, nil
+}
+
+func loadOne(n nodes.Node, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening image archive: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	if err := nodeutils.LoadImageArchive(n, f); err != nil {
+		return fmt.Errorf("loading %s into %s: %w", path, n.String(), err)
+	}
+	return nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("opening image archive: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hashing %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}

@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// newNamespace creates a namespace for one scenario, with the given labels, and deletes it when the test
+// ends (unless KEEP_CLUSTER=1, so a failure can be looked at).
+func newNamespace(t *testing.T, prefix string, labels map[string]string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := env.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: labels},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace %s-*: %v", prefix, err)
+	}
+	t.Cleanup(func() {
+		if os.Getenv("KEEP_CLUSTER") == "1" {
+			return
+		}
+		if t.Failed() {
+			dumpNamespace(t, ns.Name)
+		}
+		err := env.client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("deleting namespace %s: %v", ns.Name, err)
+		}
+	})
+	return ns.Name
+}
+
+// dumpNamespace logs what a failed scenario left behind.
+func dumpNamespace(t *testing.T, ns string) {
+	out, _ := runTool(env.kubectl, "get", "all,events", "-n", ns, "-o", "wide")
+	t.Logf("namespace %s at failure:\n%s", ns, out)
+}
+
+// runTool runs a CLI with the cluster's kubeconfig and returns its combined output.
+func runTool(bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+// runWithStdin is runTool with the given standard input.
+func runWithStdin(stdin []byte, bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, out.String())
+	}
+	return out.String(), nil
+}
+
+// mustRun is runTool that fails the test on error.
+func mustRun(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	out, err := runTool(bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitUntil polls cond every interval until it returns true, an error, or timeout passes.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, cond)
+	if err != nil {
+		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
+	}
+}

@@ -1,0 +1,115 @@
+// Package e2e holds the cluster tests: they run against one real kind cluster per `go test` run, a namespace
+// per scenario, with the real Helm 3 and Helm 4 CLIs, kubectl and premigrate's own images.
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/premigrate/premigrate/internal/kindcluster"
+)
+
+// env is what every scenario shares: the cluster, a client and the tools.
+var env struct {
+	kubeconfig string
+	client     kubernetes.Interface
+	repoRoot   string
+	chart      string
+	helm3      string
+	helm4      string
+	kubectl    string
+	results    string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if err := setup(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+		return 1
+	}
+	code := m.Run()
+	if os.Getenv("KEEP_CLUSTER") == "1" {
+		fmt.Printf("KEEP_CLUSTER=1: cluster %q kept; KUBECONFIG=%s\n", clusterName(), env.kubeconfig)
+		return code
+	}
+	if err := kindcluster.Delete(clusterName()); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+	}
+	return code
+}
+
+func clusterName() string {
+	if n := os.Getenv("KIND_CLUSTER_NAME"); n != "" {
+		return n
+	}
+	return "premigrate"
+}
+
+func setup() error {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return fmt.Errorf("finding the repository root: %w", err)
+	}
+	env.repoRoot = root
+	env.chart = filepath.Join(root, "charts", "premigrate")
+	env.helm3 = filepath.Join(root, "bin", "helm")
+	env.helm4 = filepath.Join(root, "bin", "helm4")
+	env.kubectl = filepath.Join(root, "bin", "kubectl")
+	for _, b := range []string{env.helm3, env.helm4, env.kubectl} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("%s is missing: run `make tools` (or `make test-e2e`)", b)
+		}
+	}
+	cache := os.Getenv("PREMIGRATE_CACHE")
+	if cache == "" {
+		return fmt.Errorf("PREMIGRATE_CACHE is not set: run the cluster tests through `make test-e2e`")
+	}
+	env.results = filepath.Join(root, "results")
+	if err := os.MkdirAll(env.results, 0o755); err != nil {
+		return fmt.Errorf("creating the results folder: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "premigrate-e2e-")
+	if err != nil {
+		return fmt.Errorf("creating a temp folder for the kubeconfig: %w", err)
+	}
+	env.kubeconfig = filepath.Join(dir, "kubeconfig")
+	start := time.Now()
+	c, err := kindcluster.Ensure(kindcluster.Options{
+		Name:       clusterName(),
+		NodeImage:  os.Getenv("KIND_NODE_IMAGE"),
+		Kubeconfig: env.kubeconfig,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("e2e: cluster %q ready in %s (created=%v, kubeconfig %s)\n", c.Name, time.Since(start).Round(time.Second), c.Created, env.kubeconfig)
+	archives, err := filepath.Glob(filepath.Join(cache, "images", "*.tar"))
+	if err != nil || len(archives) == 0 {
+		return fmt.Errorf("no image archives in %s/images: run `make images`", cache)
+	}
+	start = time.Now()
+	n, err := c.LoadImageArchives(archives...)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("e2e: %d image archives loaded in %s\n", n, time.Since(start).Round(time.Second))
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading %s: %w", env.kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	env.client, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building a client: %w", err)
+	}
+	return nil
+}
