@@ -5,6 +5,7 @@
 # Usage: assemble.sh ROOTFS_TAR IMAGE
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"; . "$HACK_DIR/kind/env.sh"
 ROOTFS_TAR=$1 NODE_IMAGE=$2
+PROVISIONER_IMAGE=$(cat "$KO_IMAGES/hostpath-provisioner.ref")
 KIND_SRC=$(go env GOMODCACHE)/sigs.k8s.io/kind@$KIND_VERSION
 [ -d "$KIND_SRC" ] || go mod download sigs.k8s.io/kind@$KIND_VERSION
 F=$KIND_SRC/images/base/files
@@ -61,15 +62,76 @@ metadata:
 data:
   cni: "static bridge + host-local 10.244.0.0/24, baked into the node image (single node)"
 EOC
-# storage: the host-path provisioner built into kube-controller-manager (no image needed)
-cat >"$R/kind/manifests/default-storage.yaml" <<'EOC'
+# storage: kind applies this file at cluster creation. kind's local-path-provisioner is not served by the Go
+# module proxy, so the default class is served by hack/hostpath-provisioner, pre-imported below.
+cat >"$R/kind/manifests/default-storage.yaml" <<EOC
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
   name: standard
   annotations:
     storageclass.kubernetes.io/is-default-class: "true"
-provisioner: kubernetes.io/host-path
+provisioner: premigrate.io/hostpath-provisioner
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: hostpath-provisioner
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: premigrate:hostpath-provisioner
+rules:
+  - apiGroups: [""]
+    resources: [persistentvolumeclaims]
+    verbs: [get, list]
+  - apiGroups: [""]
+    resources: [persistentvolumes]
+    verbs: [get, list, create, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: premigrate:hostpath-provisioner
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: premigrate:hostpath-provisioner
+subjects:
+  - kind: ServiceAccount
+    name: hostpath-provisioner
+    namespace: kube-system
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: hostpath-provisioner
+  namespace: kube-system
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: hostpath-provisioner}
+  template:
+    metadata:
+      labels: {app: hostpath-provisioner}
+    spec:
+      serviceAccountName: hostpath-provisioner
+      tolerations:
+        - operator: Exists
+      containers:
+        - name: provisioner
+          image: $PROVISIONER_IMAGE
+          imagePullPolicy: IfNotPresent
+          args: [--storage-class=standard, --root=/var/local-path]
+          volumeMounts:
+            - {name: volumes, mountPath: /var/local-path}
+      volumes:
+        - name: volumes
+          hostPath: {path: /var/local-path, type: DirectoryOrCreate}
 EOC
 # pre-import the control-plane images into the node's containerd (namespace k8s.io), as kind's builder does,
 # with a temporary containerd on the host whose root is the node's /var/lib/containerd
@@ -86,7 +148,7 @@ EOC
 CPID=$!
 trap 'kill $CPID 2>/dev/null || true' EXIT
 for _ in $(seq 1 30); do [ -S "$ST/containerd.sock" ] && break; sleep 0.5; done
-for img in "$KO_IMAGES"/{kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,etcd,coredns,pause}.tar; do
+for img in "$KO_IMAGES"/{kube-apiserver,kube-controller-manager,kube-scheduler,kube-proxy,etcd,coredns,pause,hostpath-provisioner}.tar; do
   "$KO_BIN/ctr" --address "$ST/containerd.sock" -n k8s.io images import --label=io.cri-containerd.pinned=pinned \
     --all-platforms --no-unpack "$img"
 done

@@ -46,5 +46,9 @@ mk -o "$KO_IMAGES/kube-proxy.tar" -tag "$REG/kube-proxy:$K8S_VERSION" "${BASE[@]
 mk -o "$KO_IMAGES/etcd.tar" -tag "$REG/etcd:$ETCD_IMAGE_TAG" "${BASE[@]}" -file "$KO_BIN/etcd:/usr/local/bin/etcd" -file "$S/base/tmp:/var/lib/etcd"
 mk -o "$KO_IMAGES/coredns.tar" -tag "$REG/coredns/coredns:$COREDNS_VERSION" "${BASE[@]}" -file "$KO_BIN/coredns:/coredns" -entrypoint /coredns
 mk -o "$KO_IMAGES/pause.tar" -tag "$REG/pause:$PAUSE_TAG" -file "$KO_BIN/pause:/pause" -entrypoint /pause -user 65535:65535
+# the default StorageClass's provisioner (see hack/hostpath-provisioner), tagged by its source's hash
+prov=docker.io/premigrate/hostpath-provisioner:$(key "$HACK_DIR/hostpath-provisioner/main.go")
+mk -o "$KO_IMAGES/hostpath-provisioner.tar" -tag "$prov" "${BASE[@]}" -file "$KO_BIN/hostpath-provisioner:/hostpath-provisioner" -entrypoint /hostpath-provisioner
+echo "$prov" >"$KO_IMAGES/hostpath-provisioner.ref"
 rm -rf "$R" "$S"
 du -sh "$KO_IMAGES"/*.tar

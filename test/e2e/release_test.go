@@ -1,0 +1,269 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// release is one Helm release of the chart, driven by one Helm CLI (3 or 4).
+type release struct {
+	t    *testing.T
+	ns   string
+	name string
+	helm string
+}
+
+func newRelease(t *testing.T, ns, name, helmBin string) *release {
+	return &release{t: t, ns: ns, name: name, helm: helmBin}
+}
+
+// fullname is the chart's fullname for this release.
+func (r *release) fullname() string {
+	if strings.Contains(r.name, "premigrate") {
+		return r.name
+	}
+	return r.name + "-premigrate"
+}
+
+// valuesFile writes values as a YAML file for --values.
+func (r *release) valuesFile(values map[string]any) string {
+	r.t.Helper()
+	b, err := yaml.Marshal(values)
+	if err != nil {
+		r.t.Fatalf("encoding values: %v", err)
+	}
+	f := filepath.Join(r.t.TempDir(), "values.yaml")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		r.t.Fatalf("writing values: %v", err)
+	}
+	return f
+}
+
+// deploy runs `helm upgrade --install --wait` and returns its output, how long it took and its error.
+func (r *release) deploy(values map[string]any, extra ...string) (string, time.Duration, error) {
+	r.t.Helper()
+	args := append([]string{"upgrade", "--install", r.name, env.chart, "-n", r.ns, "--wait", "--timeout", "4m",
+		"--values", r.valuesFile(values)}, extra...)
+	start := time.Now()
+	out, err := runTool(r.helm, args...)
+	return out, time.Since(start), err
+}
+
+// mustDeploy is deploy that fails the test on error or on an immutable-field message.
+func (r *release) mustDeploy(values map[string]any, extra ...string) (string, time.Duration) {
+	r.t.Helper()
+	out, d, err := r.deploy(values, extra...)
+	if err != nil {
+		r.t.Fatalf("%s upgrade --install %s: %v", filepath.Base(r.helm), r.name, err)
+	}
+	if strings.Contains(out, "field is immutable") {
+		r.t.Fatalf("helm reported an immutable field:\n%s", out)
+	}
+	return out, d
+}
+
+// psql runs a query in the embedded PostgreSQL and returns its unaligned output.
+func (r *release) psql(query string) string {
+	r.t.Helper()
+	return strings.TrimSpace(mustRun(r.t, env.kubectl, "exec", "-n", r.ns, r.fullname()+"-postgresql-0", "--",
+		"psql", "-U", "app", "-d", "app", "-Atc", query))
+}
+
+func (r *release) psqlInt(query string) int {
+	r.t.Helper()
+	s := r.psql(query)
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		r.t.Fatalf("query %q returned %q, not a number", query, s)
+	}
+	return n
+}
+
+// migrationJob returns the Job labelled with identity id, or nil.
+func (r *release) migrationJob(ctx context.Context, id string) *batchv1.Job {
+	r.t.Helper()
+	jobs, err := env.client.BatchV1().Jobs(r.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + r.name + ",premigrate.io/identity=" + id,
+	})
+	if err != nil {
+		r.t.Fatalf("listing migration Jobs: %v", err)
+	}
+	if len(jobs.Items) == 0 {
+		return nil
+	}
+	return &jobs.Items[0]
+}
+
+// appIdentity is the migration identity on the app Deployment's pod template.
+func (r *release) appIdentity(ctx context.Context) string {
+	r.t.Helper()
+	d, err := env.client.AppsV1().Deployments(r.ns).Get(ctx, r.fullname(), metav1.GetOptions{})
+	if err != nil {
+		r.t.Fatalf("getting the app Deployment: %v", err)
+	}
+	return d.Spec.Template.Annotations["premigrate.io/identity"]
+}
+
+// recordTime is when the records ConfigMap says the migration with identity id completed.
+func (r *release) recordTime(ctx context.Context, id string) (time.Time, bool) {
+	r.t.Helper()
+	cm, err := env.client.CoreV1().ConfigMaps(r.ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, false
+	}
+	raw, ok := cm.Data[id]
+	if !ok {
+		return time.Time{}, false
+	}
+	var rec struct {
+		CompletedAt time.Time `json:"completedAt"`
+	}
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		r.t.Fatalf("record %s is not JSON: %q", id, raw)
+	}
+	return rec.CompletedAt, true
+}
+
+// appPods lists the app pods whose template carries identity id.
+func (r *release) appPods(ctx context.Context, id string) []corev1.Pod {
+	r.t.Helper()
+	pods, err := env.client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + r.name + ",app.kubernetes.io/component=app",
+	})
+	if err != nil {
+		r.t.Fatalf("listing app pods: %v", err)
+	}
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Annotations["premigrate.io/identity"] == id {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// appStart is when the pod's app container (the first container) started, if it did.
+func appStart(p corev1.Pod) (time.Time, bool) {
+	for _, cs := range p.Status.ContainerStatuses {
+		if len(p.Spec.Containers) > 0 && cs.Name != p.Spec.Containers[0].Name {
+			continue
+		}
+		switch {
+		case cs.State.Running != nil:
+			return cs.State.Running.StartedAt.Time, true
+		case cs.State.Terminated != nil:
+			return cs.State.Terminated.StartedAt.Time, true
+		case cs.LastTerminationState.Terminated != nil:
+			return cs.LastTerminationState.Terminated.StartedAt.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// assertNoPodStartedBeforeMigration checks, from the API's timestamps, that no app pod of identity id started
+// its app container before that identity's migration completed.
+func (r *release) assertNoPodStartedBeforeMigration(ctx context.Context, id string) time.Time {
+	r.t.Helper()
+	done, ok := r.recordTime(ctx, id)
+	if !ok {
+		r.t.Fatalf("no success record for identity %s", id)
+	}
+	pods := r.appPods(ctx, id)
+	if len(pods) == 0 {
+		r.t.Fatalf("no app pod carries identity %s", id)
+	}
+	for _, p := range pods {
+		started, ok := appStart(p)
+		if !ok {
+			continue
+		}
+		// container start times have a resolution of one second
+		if started.Before(done.Truncate(time.Second)) {
+			r.t.Errorf("pod %s started its app container at %s, before migration %s completed at %s",
+				p.Name, started.Format(time.RFC3339), id, done.Format(time.RFC3339Nano))
+		}
+	}
+	return done
+}
+
+// loadGen is the demo's load generator running in the cluster against the app's Service.
+type loadGen struct {
+	t    *testing.T
+	ns   string
+	name string
+}
+
+type loadReport struct {
+	Sent         int      `json:"sent"`
+	Failed       int      `json:"failed"`
+	LongestGapMs int64    `json:"longestGapMs"`
+	Errors       []string `json:"errors"`
+}
+
+func startLoad(t *testing.T, ns, service string) *loadGen {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "load", Labels: map[string]string{"app": "load"}},
+		Spec: restrictedPod(corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:  "load",
+				Image: "premigrate/demo:v1",
+				Args:  []string{"load", "--target", "http://" + service, "--rate", "20", "--duration", "30m", "--report-addr", ":9090"},
+				Env:   []corev1.EnvVar{{Name: "DATABASE_URL", Value: "unused"}},
+			}},
+		}),
+	}
+	pod.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
+	if _, err := env.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the load generator: %v", err)
+	}
+	lg := &loadGen{t: t, ns: ns, name: "load"}
+	waitUntil(t, "the load generator to answer", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := lg.report(ctx)
+		return err == nil, nil
+	})
+	return lg
+}
+
+func (l *loadGen) report(ctx context.Context) (loadReport, error) {
+	var rep loadReport
+	raw, err := env.client.CoreV1().Pods(l.ns).ProxyGet("http", l.name, "9090", "/report", nil).DoRaw(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("reading the load report: %w", err)
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return rep, fmt.Errorf("decoding the load report %q: %w", raw, err)
+	}
+	return rep, nil
+}
+
+// stop stops the load and returns its final report.
+func (l *loadGen) stop() loadReport {
+	l.t.Helper()
+	ctx := context.Background()
+	err := env.client.CoreV1().RESTClient().Post().Namespace(l.ns).Resource("pods").
+		Name(l.name + ":9090").SubResource("proxy").Suffix("stop").Do(ctx).Error()
+	if err != nil {
+		l.t.Fatalf("stopping the load generator: %v", err)
+	}
+	rep, err := l.report(ctx)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return rep
+}

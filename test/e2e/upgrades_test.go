@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// upgradeSteps is the sequence every Helm CLI runs after the install: each step changes the migration Job's
+// pod template (a new app version adding a migration, its env, its resources).
+// A step that changes only the Job's resources keeps the migration identity (resources do not change what
+// the migration does), so the app pods do not roll; the hook still runs once.
+var upgradeSteps = []struct {
+	what         string
+	values       map[string]any
+	sameIdentity bool
+}{
+	{what: "app v2 (adds records.author)", values: map[string]any{"image": map[string]any{"tag": "v2"}}},
+	{what: "env GREETING=one", values: map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{envVar("GREETING", "one")}}},
+	{what: "app v3 (adds an index)", values: map[string]any{"image": map[string]any{"tag": "v3"}, "env": []any{envVar("GREETING", "one")}}},
+	{what: "migration resources", values: map[string]any{"image": map[string]any{"tag": "v3"}, "env": []any{envVar("GREETING", "one")},
+		"migration": map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "20m", "memory": "32Mi"}}}}, sameIdentity: true},
+	{what: "app v4 (adds tags)", values: map[string]any{"image": map[string]any{"tag": "v4"}}},
+	{what: "migration env", values: map[string]any{"image": map[string]any{"tag": "v4"},
+		"migration": map[string]any{"env": []any{envVar("MIGRATE_CONNECT_TIMEOUT", "90s")}}}},
+	{what: "app v5 (adds records.source)", values: map[string]any{"image": map[string]any{"tag": "v5"}}},
+	{what: "env GREETING=two", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{envVar("GREETING", "two")}}},
+	{what: "migration resources again", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{envVar("GREETING", "two")},
+		"migration": map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "30m"}}}}, sameIdentity: true},
+	{what: "env GREETING=three", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{envVar("GREETING", "three")}}},
+}
+
+func envVar(name, value string) map[string]any { return map[string]any{"name": name, "value": value} }
+
+// baseValues are what every scenario's release starts from.
+func baseValues() map[string]any {
+	return map[string]any{"replicaCount": 2}
+}
+
+func merged(a, b map[string]any) map[string]any {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
+
+func upgradeCount() int {
+	if n, err := strconv.Atoi(os.Getenv("E2E_UPGRADES")); err == nil && n > 0 && n <= len(upgradeSteps) {
+		return n
+	}
+	return len(upgradeSteps)
+}
+
+func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchema(t *testing.T) {
+	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
+		t.Run(h.name, func(t *testing.T) {
+			start := time.Now()
+			res := scenarioResult{Scenario: "upgrades-" + h.name, Helm: filepath.Base(h.bin)}
+			defer func() { res.Result = resultOf(t.Failed()); res.WallSec = time.Since(start).Seconds(); addResult(res) }()
+			ctx := context.Background()
+			ns := newNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+			r := newRelease(t, ns, "app", h.bin)
+
+			_, d := r.mustDeploy(baseValues())
+			t.Logf("install (%s --wait) took %s", h.name, d.Round(time.Millisecond))
+			id := r.appIdentity(ctx)
+			r.assertNoPodStartedBeforeMigration(ctx, id)
+			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 1 {
+				t.Fatalf("after install the migration ran %d times, want 1", got)
+			}
+
+			runs := 1
+			load := startLoad(t, ns, r.fullname())
+			n := upgradeCount()
+			for i, step := range upgradeSteps[:n] {
+				_, d := r.mustDeploy(merged(baseValues(), step.values))
+				res.Upgrades++
+				res.DurationsSec = append(res.DurationsSec, d.Seconds())
+				newID := r.appIdentity(ctx)
+				if changed := newID != id; changed == step.sameIdentity {
+					t.Fatalf("upgrade %d (%s): identity %s -> %s, want changed=%v", i+1, step.what, id, newID, !step.sameIdentity)
+				}
+				id = newID
+				if j := r.migrationJob(ctx, id); j == nil || j.Status.Succeeded != 1 {
+					t.Fatalf("upgrade %d (%s): no succeeded migration Job for identity %s", i+1, step.what, id)
+				}
+				r.assertNoPodStartedBeforeMigration(ctx, id)
+				runs++
+				if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+					t.Errorf("upgrade %d (%s): %d migration runs in all, want %d (exactly one per upgrade)", i+1, step.what, got, runs)
+				}
+				if got := r.psqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", id)); got < 1 {
+					t.Errorf("upgrade %d (%s): no migration run recorded for identity %s", i+1, step.what, id)
+				}
+				t.Logf("upgrade %d/%d (%s): %s, identity %s", i+1, n, step.what, d.Round(time.Millisecond), id)
+			}
+			if got, want := r.psqlInt("select count(*) from demo_migrate_runs"), n+1; got != want {
+				t.Errorf("the migration ran %d times over the install and %d upgrades, want %d", got, n, want)
+			}
+			if got := r.psqlInt("select max(version) from schema_migrations"); got != 5 {
+				t.Errorf("schema version is %d after the upgrades, want 5", got)
+			}
+			rep := load.stop()
+			res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
+			t.Logf("load: %d sent, %d failed, longest gap %d ms", rep.Sent, rep.Failed, rep.LongestGapMs)
+			if rep.Sent == 0 {
+				t.Errorf("the load generator sent nothing")
+			}
+			if rep.Failed != 0 {
+				t.Errorf("%d of %d requests failed during the upgrades: %v", rep.Failed, rep.Sent, rep.Errors)
+			}
+		})
+	}
+}
