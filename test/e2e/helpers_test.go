@@ -31,6 +31,9 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 		if os.Getenv("KEEP_CLUSTER") == "1" {
 			return
 		}
+		if labels["pod-security.kubernetes.io/enforce"] == "restricted" {
+			assertNoPodSecurityRejections(t, ns.Name)
+		}
 		if t.Failed() {
 			dumpNamespace(t, ns.Name)
 		}
@@ -92,5 +95,20 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx c
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, cond)
 	if err != nil {
 		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
+	}
+}
+
+// assertNoPodSecurityRejections fails the test when the restricted namespace refused any pod.
+func assertNoPodSecurityRejections(t *testing.T, ns string) {
+	t.Helper()
+	evs, err := env.client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("listing events of %s: %v", ns, err)
+		return
+	}
+	for _, e := range evs.Items {
+		if strings.Contains(e.Message, "violates PodSecurity") {
+			t.Errorf("the restricted namespace refused a pod of %s/%s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+		}
 	}
 }

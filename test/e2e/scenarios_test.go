@@ -1,0 +1,288 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var restricted = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
+
+// scenario records one scenario's result in the report when the test ends.
+func scenario(t *testing.T, name, helmBin string) *scenarioResult {
+	start := time.Now()
+	res := &scenarioResult{Scenario: name, Numbers: map[string]float64{}}
+	if helmBin != "" {
+		res.Helm = filepath.Base(helmBin)
+	}
+	t.Cleanup(func() { res.Result = resultOf(t.Failed()); res.WallSec = time.Since(start).Seconds(); addResult(*res) })
+	return res
+}
+
+// template renders the chart with the Helm 3 CLI, for kubectl apply.
+func (r *release) template(values map[string]any) []byte {
+	r.t.Helper()
+	out, err := runTool(env.helm3, "template", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return []byte(out)
+}
+
+// apply pipes a rendering into kubectl apply and returns kubectl's output.
+func (r *release) apply(manifest []byte) string {
+	r.t.Helper()
+	out, err := runWithStdin(manifest, env.kubectl, "apply", "-n", r.ns, "-f", "-")
+	if err != nil {
+		r.t.Fatalf("kubectl apply: %v", err)
+	}
+	if strings.Contains(out, "field is immutable") {
+		r.t.Fatalf("kubectl apply hit an immutable field:\n%s", out)
+	}
+	return out
+}
+
+// rolledOut waits for the app Deployment's rollout.
+func (r *release) rolledOut(timeout time.Duration) {
+	r.t.Helper()
+	mustRun(r.t, env.kubectl, "rollout", "status", "-n", r.ns, "deployment/"+r.fullname(), "--timeout", timeout.String())
+}
+
+func (r *release) jobs(ctx context.Context) []batchv1.Job {
+	r.t.Helper()
+	jobs, err := env.client.BatchV1().Jobs(r.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name + ",app.kubernetes.io/component=migration"})
+	if err != nil {
+		r.t.Fatalf("listing Jobs: %v", err)
+	}
+	return jobs.Items
+}
+
+func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *testing.T) {
+	res := scenario(t, "job-mode-kubectl-apply", env.kubectl)
+	ctx := context.Background()
+	ns := newNamespace(t, "apply", restricted)
+	r := newRelease(t, ns, "app", "")
+	base := merged(baseValues(), map[string]any{
+		"migration":  map[string]any{"mode": "job"},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "apply-test-password"}},
+	})
+	steps := []map[string]any{
+		{"image": map[string]any{"tag": "v1"}},
+		{"image": map[string]any{"tag": "v2"}},
+		{"image": map[string]any{"tag": "v2"}, "env": []any{envVar("GREETING", "a")}},
+		{"image": map[string]any{"tag": "v3"}},
+		{"image": map[string]any{"tag": "v4"}},
+		{"image": map[string]any{"tag": "v5"}},
+	}
+	var last []byte
+	for i, s := range steps {
+		start := time.Now()
+		last = r.template(merged(base, s))
+		r.apply(last)
+		r.rolledOut(4 * time.Minute)
+		id := r.appIdentity(ctx)
+		job, err := env.client.BatchV1().Jobs(ns).Get(ctx, r.fullname()+"-migrate-"+id, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("apply %d: the Job named by identity %s: %v", i+1, id, err)
+		}
+		if job.Status.Succeeded != 1 {
+			t.Fatalf("apply %d: Job %s succeeded=%d", i+1, job.Name, job.Status.Succeeded)
+		}
+		r.assertNoPodStartedBeforeMigration(ctx, id)
+		res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+		res.Upgrades++
+		t.Logf("apply %d: identity %s rolled out in %s", i+1, id, time.Since(start).Round(time.Millisecond))
+	}
+	before := len(r.jobs(ctx))
+	if before != len(steps) {
+		t.Errorf("%d migration Jobs after %d distinct applies, want one per apply", before, len(steps))
+	}
+	for i := 0; i < 2; i++ {
+		out := r.apply(last)
+		if !strings.Contains(out, "job.batch/"+r.fullname()+"-migrate-") || !strings.Contains(out, "unchanged") {
+			t.Errorf("identical re-apply %d did not leave the Job unchanged:\n%s", i+1, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "job.batch/") && !strings.HasSuffix(line, "unchanged") {
+				t.Errorf("identical re-apply %d changed a Job: %s", i+1, line)
+			}
+		}
+		r.rolledOut(time.Minute)
+	}
+	if after := len(r.jobs(ctx)); after != before {
+		t.Errorf("identical re-applies changed the number of migration Jobs from %d to %d", before, after)
+	}
+}
+
+func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWorks(t *testing.T) {
+	res := scenario(t, "failed-migration", env.helm3)
+	ctx := context.Background()
+	ns := newNamespace(t, "fail", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	r.mustDeploy(baseValues())
+	oldID := r.appIdentity(ctx)
+	load := startLoad(t, ns, r.fullname())
+
+	broken := merged(baseValues(), map[string]any{
+		"image":     map[string]any{"tag": "v2"},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+	})
+	out, d, err := r.deploy(broken)
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	if err == nil {
+		t.Fatalf("helm upgrade with a failing migration succeeded:\n%s", out)
+	}
+	if !strings.Contains(out, "injected failure in migration 2") {
+		t.Errorf("helm's output does not show the migration's log:\n%s", out)
+	}
+	if got := r.appIdentity(ctx); got != oldID {
+		t.Errorf("the app Deployment moved to identity %s although its migration failed", got)
+	}
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 1 {
+		t.Errorf("schema at version %d after the failed migration, want 1 (nothing half-applied)", v)
+	}
+	if job := r.migrationJob(ctx, r.jobIdentity(ctx)); job == nil {
+		t.Errorf("the failed migration Job was deleted; its logs must stay readable")
+	}
+
+	fixed := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+	_, d = r.mustDeploy(fixed)
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	res.Upgrades = 2
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+		t.Errorf("schema at version %d after the fixed upgrade, want 2", v)
+	}
+	rep := load.stop()
+	res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
+	if rep.Failed != 0 {
+		t.Errorf("%d of %d requests failed while the migration failed: %v", rep.Failed, rep.Sent, rep.Errors)
+	}
+}
+
+// jobIdentity is the identity label of the hook-mode migration Job.
+func (r *release) jobIdentity(ctx context.Context) string {
+	r.t.Helper()
+	j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return ""
+		}
+		r.t.Fatalf("getting the migration Job: %v", err)
+	}
+	return j.Labels["premigrate.io/identity"]
+}
+
+func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testing.T) {
+	res := scenario(t, "destructive-migration", env.helm4)
+	ns := newNamespace(t, "destr", restricted)
+	r := newRelease(t, ns, "app", env.helm4)
+	r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v5"}}))
+	column := "select count(*) from information_schema.columns where table_name='records' and column_name='source'"
+	if r.psqlInt(column) != 1 {
+		t.Fatalf("records.source is missing at v5")
+	}
+	out, d, err := r.deploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"}}))
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	if err == nil {
+		t.Fatalf("the destructive upgrade succeeded without SCHEMA_ACCEPT_DATA_LOSS:\n%s", out)
+	}
+	if !strings.Contains(out, "records.source") {
+		t.Errorf("the refusal shown by helm does not name the column it would drop:\n%s", out)
+	}
+	if r.psqlInt(column) != 1 {
+		t.Errorf("records.source was dropped although the migration was refused")
+	}
+	_, d = r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"},
+		"migration": map[string]any{"env": []any{envVar("SCHEMA_ACCEPT_DATA_LOSS", "true")}}}))
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	res.Upgrades = 2
+	if r.psqlInt(column) != 0 {
+		t.Errorf("records.source still exists after the accepted destructive migration")
+	}
+}
+
+func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
+	scenario(t, "gate-rbac", env.helm3)
+	ns := newNamespace(t, "rbac", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	r.mustDeploy(baseValues())
+	as := "system:serviceaccount:" + ns + ":" + r.fullname()
+	records := "configmaps/" + r.fullname() + "-migrations"
+	cases := []struct {
+		verb, resource string
+		allowed        bool
+	}{
+		{"get", "jobs.batch", true},
+		{"list", "jobs.batch", true},
+		{"watch", "jobs.batch", true},
+		{"get", records, true},
+		{"watch", records, true},
+		{"create", "jobs.batch", false},
+		{"delete", "jobs.batch", false},
+		{"update", "jobs.batch", false},
+		{"update", records, false},
+		{"delete", records, false},
+		{"get", "configmaps/other", false},
+		{"list", "configmaps", false},
+		{"get", "secrets", false},
+		{"list", "pods", false},
+		{"get", "pods/log", false},
+		{"create", "pods", false},
+	}
+	for _, c := range cases {
+		out, _ := runTool(env.kubectl, "auth", "can-i", c.verb, c.resource, "-n", ns, "--as", as)
+		got := strings.TrimSpace(out) == "yes"
+		if got != c.allowed {
+			t.Errorf("gate may %s %s: got %v (%q), want %v", c.verb, c.resource, got, strings.TrimSpace(out), c.allowed)
+		}
+	}
+	// the recorder's ServiceAccount may update its one ConfigMap and nothing else
+	rec := "system:serviceaccount:" + ns + ":" + r.fullname() + "-migrate"
+	for _, c := range []struct {
+		verb, resource string
+		allowed        bool
+	}{
+		{"get", records, true}, {"update", records, true}, {"update", "configmaps/other", false},
+		{"create", "configmaps", false}, {"get", "secrets", false}, {"get", "jobs.batch", false},
+	} {
+		out, _ := runTool(env.kubectl, "auth", "can-i", c.verb, c.resource, "-n", ns, "--as", rec)
+		if got := strings.TrimSpace(out) == "yes"; got != c.allowed {
+			t.Errorf("recorder may %s %s: got %v, want %v", c.verb, c.resource, got, c.allowed)
+		}
+	}
+}
+
+func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
+	res := scenario(t, "rollback", env.helm3)
+	ns := newNamespace(t, "rollback", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	r.mustDeploy(baseValues())
+	r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+	load := startLoad(t, ns, r.fullname())
+	start := time.Now()
+	out := mustRun(t, env.helm3, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	if strings.Contains(out, "immutable") || strings.Contains(out, "already exists") {
+		t.Errorf("rollback reported a conflict:\n%s", out)
+	}
+	r.rolledOut(2 * time.Minute)
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+		t.Errorf("schema at version %d after the rollback, want 2 (migrations are not undone)", v)
+	}
+	// roll forward again: the v1 pods run on schema 2 (their own plus one), the hook finds nothing to apply
+	_, d := r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{envVar("GREETING", "again")}}))
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	res.Upgrades = 3
+	rep := load.stop()
+	res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
+	if rep.Failed != 0 {
+		t.Errorf("%d of %d requests failed across the rollback: %v", rep.Failed, rep.Sent, rep.Errors)
+	}
+}
+

@@ -1,0 +1,111 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testing.T) {
+	res := scenario(t, "ttl-succeeded", env.helm4)
+	ctx := context.Background()
+	ns := newNamespace(t, "ttl", restricted)
+	r := newRelease(t, ns, "app", env.helm4)
+	values := merged(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 5}})
+	_, d := r.mustDeploy(values)
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	_, d = r.mustDeploy(merged(values, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	res.Upgrades = 1
+	for _, s := range res.DurationsSec {
+		if s > 180 {
+			t.Errorf("a helm4 install/upgrade with a 5 s TTL took %.0f s: the hook wait hung on the deleted Job", s)
+		}
+	}
+	waitUntil(t, "the TTL controller to delete the migration Job", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	id := r.appIdentity(ctx)
+	for _, p := range r.appPods(ctx, id) {
+		if err := env.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("deleting pod %s: %v", p.Name, err)
+		}
+	}
+	start := time.Now()
+	waitUntil(t, "the replacement pods to be Ready with the Job gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		ready := 0
+		for _, p := range r.appPods(ctx, id) {
+			if p.DeletionTimestamp == nil && podReady(p) {
+				ready++
+			}
+		}
+		return ready == 2, nil
+	})
+	res.Numbers["podsReadyAfterJobGoneSec"] = time.Since(start).Seconds()
+}
+
+func podReady(p corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
+	res := scenario(t, "ttl-failed", env.kubectl)
+	ctx := context.Background()
+	ns := newNamespace(t, "ttlfail", restricted)
+	r := newRelease(t, ns, "app", "")
+	base := merged(baseValues(), map[string]any{
+		"postgresql": map[string]any{"auth": map[string]any{"password": "ttl-test-password"}},
+		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0},
+	})
+	r.apply(r.template(base))
+	r.rolledOut(4 * time.Minute)
+	oldID := r.appIdentity(ctx)
+
+	broken := merged(base, map[string]any{
+		"image":     map[string]any{"tag": "v2"},
+		"migration": map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+	})
+	r.apply(r.template(broken))
+	newID := r.appIdentity(ctx)
+	if newID == oldID {
+		t.Fatalf("the broken rendering kept identity %s", oldID)
+	}
+	job := r.fullname() + "-migrate-" + newID
+	waitUntil(t, "the failed Job to be deleted by its TTL", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	gone := time.Now()
+	// for the next 30 s no pod of the new identity may start its app container; the old pods keep serving
+	for time.Since(gone) < 30*time.Second {
+		for _, p := range r.appPods(ctx, newID) {
+			if _, started := appStart(p); started {
+				t.Fatalf("pod %s started its app container after its migration failed and the Job was deleted", p.Name)
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if n := len(r.appPods(ctx, newID)); n == 0 {
+		t.Errorf("no pod of the new identity exists: the test proved nothing about the gate")
+	}
+	ready := 0
+	for _, p := range r.appPods(ctx, oldID) {
+		if podReady(p) {
+			ready++
+		}
+	}
+	if ready != 2 {
+		t.Errorf("%d old pods Ready while the new ones wait, want 2", ready)
+	}
+	res.Numbers["heldSec"] = time.Since(gone).Seconds()
+}
