@@ -84,10 +84,18 @@ func Ensure(o Options) (*Cluster, error) {
 		return nil, fmt.Errorf("listing kind clusters: %w", err)
 	}
 	if slices.Contains(names, o.Name) {
-		if err := p.ExportKubeConfig(o.Name, o.Kubeconfig, false); err != nil {
-			return nil, fmt.Errorf("exporting the kubeconfig of kind cluster %q: %w", o.Name, err)
+		herr := c.healthy()
+		if herr == nil {
+			if err := p.ExportKubeConfig(o.Name, o.Kubeconfig, false); err != nil {
+				return nil, fmt.Errorf("exporting the kubeconfig of kind cluster %q: %w", o.Name, err)
+			}
+			return c, nil
 		}
-		return c, nil
+		// a node container left stopped by a Docker restart does not come back healthy: start afresh
+		fmt.Fprintf(os.Stderr, "kind cluster %q exists but is not healthy (%v): recreating it\n", o.Name, herr)
+		if err := p.Delete(o.Name, ""); err != nil {
+			return nil, fmt.Errorf("deleting unhealthy kind cluster %q: %w", o.Name, err)
+		}
 	}
 	if o.NodeImage == "" {
 		return nil, errors.New("kindcluster: no node image (run `make cluster`, or set KIND_NODE_IMAGE)")
@@ -108,6 +116,24 @@ func Ensure(o Options) (*Cluster, error) {
 	}
 	c.Created = true
 	return c, nil
+}
+
+// healthy asks the API server of every control-plane node whether it is ready.
+func (c *Cluster) healthy() error {
+	ns, err := c.provider.ListInternalNodes(c.Name)
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	if len(ns) == 0 {
+		return errors.New("no nodes")
+	}
+	for _, n := range ns {
+		cmd := n.Command("kubectl", "--kubeconfig=/etc/kubernetes/admin.conf", "get", "--raw", "/readyz", "--request-timeout=10s")
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("node %s: %w", n.String(), err)
+		}
+	}
+	return nil
 }
 
 // Delete deletes the cluster named name, if it exists.
