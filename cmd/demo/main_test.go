@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/premigrate/premigrate/internal/demo/load"
+	"github.com/premigrate/premigrate/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// result is what one in-process run of the demo command left behind.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func demo(t *testing.T, vars map[string]string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return demoCtx(ctx, vars, args...)
+}
+
+func demoCtx(ctx context.Context, vars map[string]string, args ...string) result {
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, func(k string) string { return vars[k] }, &stdout, &stderr)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func schemaVersion(t *testing.T, dsn string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var v int
+	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestMigratePrintsEveryAppliedVersionWithItsDurationAndATimestamp(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "3", "PREMIGRATE_IDENTITY": "abc123"}, "migrate")
+	if r.code != exitOK {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	}
+	for v, name := range []string{"create_records", "add_records_author", "index_records_created_at"} {
+		line := regexp.MustCompile(fmt.Sprintf(`(?m)^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} applied version %d \(%s\) in [0-9.]+[µm]?s$`, v+1, name))
+		if !line.MatchString(r.stderr) {
+			t.Errorf("no timestamped line for version %d with its duration in:\n%s", v+1, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stderr, "3 version(s) applied, schema at version 3") {
+		t.Errorf("no summary in:\n%s", r.stderr)
+	}
+
+	again := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "3"}, "migrate")
+	if again.code != exitOK || !strings.Contains(again.stderr, "nothing to do") {
+		t.Errorf("second run: exit %d:\n%s", again.code, again.stderr)
+	}
+}
+
+func TestDestructiveMigrationExitsThreeNamingTheColumnUntilDataLossIsAccepted(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	vars := map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "5"}
+	if r := demo(t, vars, "migrate"); r.code != exitOK {
+		t.Fatalf("migrate to 5: exit %d\n%s", r.code, r.stderr)
+	}
+
+	vars["DEMO_VERSION"] = "7"
+	r := demo(t, vars, "migrate")
+	if r.code != exitRefused {
+		t.Errorf("exit %d, want %d", r.code, exitRefused)
+	}
+	if !strings.Contains(r.stderr, "drops column records.source") || !strings.Contains(r.stderr, "SCHEMA_ACCEPT_DATA_LOSS=true") {
+		t.Errorf("refusal does not name the dropped column and the way out:\n%s", r.stderr)
+	}
+	if v := schemaVersion(t, dsn); v != 5 {
+		t.Errorf("schema at %d after the refusal, want 5", v)
+	}
+
+	vars["SCHEMA_ACCEPT_DATA_LOSS"] = "true"
+	if r := demo(t, vars, "migrate"); r.code != exitOK {
+		t.Errorf("with data loss accepted: exit %d\n%s", r.code, r.stderr)
+	}
+	if v := schemaVersion(t, dsn); v != 7 {
+		t.Errorf("schema at %d, want 7", v)
+	}
+}
+
+func TestMigrateExitCodes(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	unreachable := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", pgtest.FreePort(t))
+	for _, tc := range []struct {
+		name     string
+		vars     map[string]string
+		wantCode int
+		wantLog  string
+	}{
+		{"missing DATABASE_URL", map[string]string{}, exitUsage, "DATABASE_URL is required"},
+		{"DEMO_VERSION not a number", map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "two"}, exitUsage, `DEMO_VERSION="two"`},
+		{"DEMO_VERSION beyond the newest migration", map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "8"}, exitUsage, "not between 1 and 7"},
+		{"SCHEMA_ACCEPT_DATA_LOSS not a boolean", map[string]string{"DATABASE_URL": dsn, "SCHEMA_ACCEPT_DATA_LOSS": "yes please"}, exitUsage, "want true or false"},
+		{"bad MIGRATE_CONNECT_TIMEOUT", map[string]string{"DATABASE_URL": dsn, "MIGRATE_CONNECT_TIMEOUT": "soon"}, exitUsage, "MIGRATE_CONNECT_TIMEOUT"},
+		{"database unreachable until the deadline", map[string]string{"DATABASE_URL": unreachable, "MIGRATE_CONNECT_TIMEOUT": "500ms"}, exitFailure, "could not connect to the database within 500ms"},
+		{"injected failure", map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "2", "DEMO_FAIL_MIGRATION": "2"}, exitFailure, "injected failure in migration 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := demo(t, tc.vars, "migrate")
+			if r.code != tc.wantCode || !strings.Contains(r.stderr, tc.wantLog) {
+				t.Errorf("exit %d, want %d with %q in:\n%s", r.code, tc.wantCode, tc.wantLog, r.stderr)
+			}
+		})
+	}
+}
+
+func TestMigrateStatusExitsZeroOnlyWhenTheSchemaEqualsDemoVersion(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	if r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "3"}, "migrate"); r.code != exitOK {
+		t.Fatalf("migrate to 3: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, tc := range []struct {
+		demoVersion string
+		wantCode    int
+		wantOut     string
+	}{
+		{"2", exitFailure, "schema version: 3, expected: 2 (not up to date)"},
+		{"3", exitOK, "schema version: 3, expected: 3 (up to date)"},
+		{"4", exitFailure, "schema version: 3, expected: 4 (not up to date)"},
+	} {
+		t.Run("DEMO_VERSION="+tc.demoVersion, func(t *testing.T) {
+			r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": tc.demoVersion}, "migrate", "status")
+			if r.code != tc.wantCode || !strings.Contains(r.stdout, tc.wantOut) {
+				t.Errorf("exit %d, stdout %q; want exit %d, %q", r.code, r.stdout, tc.wantCode, tc.wantOut)
+			}
+		})
+	}
+
+	empty := pgtest.NewDB(t)
+	if r := demo(t, map[string]string{"DATABASE_URL": empty}, "migrate", "status"); r.code != exitFailure || !strings.Contains(r.stdout, "schema version: 0, expected: 1") {
+		t.Errorf("on an empty database: exit %d, stdout %q", r.code, r.stdout)
+	}
+	unreachable := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres", pgtest.FreePort(t))
+	if r := demo(t, map[string]string{"DATABASE_URL": unreachable, "MIGRATE_CONNECT_TIMEOUT": "2s"}, "migrate", "status"); r.code != exitFailure {
+		t.Errorf("without a database: exit %d, want %d\n%s", r.code, exitFailure, r.stderr)
+	}
+}
+
+func TestHelpDocumentsEveryFlagAndEnvironmentVariable(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--help"}, []string{"demo migrate", "demo migrate status", "demo serve", "demo load"}},
+		{[]string{"migrate", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "SCHEMA_ACCEPT_DATA_LOSS", "DEMO_FAIL_MIGRATION", "MIGRATE_CONNECT_TIMEOUT", "PREMIGRATE_IDENTITY", "3  refused"}},
+		{[]string{"migrate", "status", "-h"}, []string{"DATABASE_URL", "DEMO_VERSION", "MIGRATE_CONNECT_TIMEOUT"}},
+		{[]string{"serve", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "LISTEN_ADDR", "SHUTDOWN_DELAY", "/healthz", "/readyz", "POST /records", "GET  /records/{id}"}},
+		{[]string{"load", "--help"}, []string{"-target", "-rate", "-duration", "-report-addr", "-timeout", "GET  /report", "POST /stop", "longestGapMs"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := demo(t, nil, tc.args...)
+			if r.code != exitOK {
+				t.Errorf("exit %d, want 0", r.code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("help lacks %q:\n%s", w, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+func TestUsageMistakesExitTwo(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"migrate", "--no-such-flag"},
+		{"migrate", "status", "extra"},
+		{"serve", "extra"},
+		{"load"},
+		{"load", "--target", "localhost:8080"},
+		{"load", "--target", "http://localhost", "--rate", "fast"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			if r := demo(t, nil, args...); r.code != exitUsage {
+				t.Errorf("exit %d, want %d\n%s", r.code, exitUsage, r.stderr)
+			}
+		})
+	}
+}
+
+func TestServeAnswersUntilSignalledThenLoadReportsNoFailure(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	if r := demo(t, map[string]string{"DATABASE_URL": dsn}, "migrate"); r.code != exitOK {
+		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", pgtest.FreePort(t))
+	ctx, sigterm := context.WithCancel(context.Background())
+	defer sigterm()
+	served := make(chan result, 1)
+	go func() {
+		served <- demoCtx(ctx, map[string]string{"DATABASE_URL": dsn, "LISTEN_ADDR": addr, "SHUTDOWN_DELAY": "300ms"}, "serve")
+	}()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not ready after 30s (last error %v)", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	r := demo(t, nil, "load", "--target", "http://"+addr, "--rate", "40", "--duration", "1s", "--report-addr", "")
+	if r.code != exitOK {
+		t.Fatalf("load: exit %d\n%s", r.code, r.stderr)
+	}
+	var report load.Report
+	if err := json.Unmarshal([]byte(r.stdout), &report); err != nil {
+		t.Fatalf("load printed no JSON report: %v\n%s", err, r.stdout)
+	}
+	if report.Sent < 40 || report.Failed != 0 {
+		t.Errorf("load report %+v: want at least 40 requests, none failed", report)
+	}
+
+	sigterm()
+	select {
+	case s := <-served:
+		if s.code != exitOK || !strings.Contains(s.stderr, "shutdown complete") {
+			t.Errorf("serve: exit %d\n%s", s.code, s.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit after the signal")
+	}
+}

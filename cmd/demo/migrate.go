@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/premigrate/premigrate/internal/demo/migrate"
+)
+
+const defaultConnectTimeout = 60 * time.Second
+
+const migrateHelp = `Usage: demo migrate
+
+Applies the pending schema migrations embedded in this binary, up to DEMO_VERSION, one
+transaction per version, while holding a PostgreSQL advisory lock (a concurrent run waits, then
+finds nothing to do). A schema already at or beyond DEMO_VERSION is left alone. Every successful
+run adds a row to demo_migrate_runs(identity, applied, finished_at); every applied version a row to
+schema_migrations(version, applied_at, duration_ms).
+
+Environment:
+  DATABASE_URL              PostgreSQL connection URL (required)
+  DEMO_VERSION              target schema version, 1..7 (default 1)
+  SCHEMA_ACCEPT_DATA_LOSS   "true" allows destructive migrations (version 6 drops records.source);
+                            without it a pending destructive migration is refused before anything
+                            is applied (default false)
+  DEMO_FAIL_MIGRATION       fault injection: the migration of this version fails inside its
+                            transaction after running its DDL, which is rolled back (default: none)
+  MIGRATE_CONNECT_TIMEOUT   how long to retry the first connection, with backoff (default 60s)
+  PREMIGRATE_IDENTITY       migration identity recorded in demo_migrate_runs (default: NULL)
+
+Exit codes:
+  0  migrations applied, or nothing to do
+  1  failure (database unreachable, a migration failed, ...): worth a retry
+  2  usage or configuration error
+  3  refused: a destructive migration is pending and SCHEMA_ACCEPT_DATA_LOSS is not true;
+     do not retry
+`
+
+const migrateStatusHelp = `Usage: demo migrate status
+
+Prints the current schema version and DEMO_VERSION, and exits 0 iff they are equal. A single
+connection attempt is made, bounded by MIGRATE_CONNECT_TIMEOUT.
+
+Environment:
+  DATABASE_URL              PostgreSQL connection URL (required)
+  DEMO_VERSION              expected schema version (default 1)
+  MIGRATE_CONNECT_TIMEOUT   bound of the connection attempt (default 60s)
+
+Exit codes:
+  0  the schema version equals DEMO_VERSION
+  1  it does not, or the database could not be read
+  2  usage or configuration error
+`
+
+type migrateSettings struct {
+	databaseURL    string
+	target         int
+	acceptDataLoss bool
+	failVersion    int
+	connectTimeout time.Duration
+	identity       string
+}
+
+func readMigrateSettings(getenv env) (migrateSettings, error) {
+	var s migrateSettings
+	var errs []error
+	var err error
+	s.databaseURL, err = requiredString(getenv, "DATABASE_URL")
+	errs = append(errs, err)
+	s.target, err = intSetting(getenv, "DEMO_VERSION", 1, 1)
+	errs = append(errs, err)
+	s.acceptDataLoss, err = boolSetting(getenv, "SCHEMA_ACCEPT_DATA_LOSS")
+	errs = append(errs, err)
+	s.failVersion, err = intSetting(getenv, "DEMO_FAIL_MIGRATION", 0, 0)
+	errs = append(errs, err)
+	s.connectTimeout, err = durationSetting(getenv, "MIGRATE_CONNECT_TIMEOUT", defaultConnectTimeout)
+	errs = append(errs, err)
+	s.identity = getenv("PREMIGRATE_IDENTITY")
+	return s, errors.Join(errs...)
+}
+
+func migrateCmd(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo migrate", flag.ContinueOnError)
+	if code := parseFlags(fs, args, migrateHelp, stdout, stderr); code >= 0 {
+		return code
+	}
+	logger := newLogger(stderr)
+	s, err := readMigrateSettings(getenv)
+	if err != nil {
+		logger.Printf("migrate: configuration error: %v", err)
+		return exitUsage
+	}
+	logger.Printf("migrate: target schema version %d (identity %q)", s.target, s.identity)
+	start := time.Now()
+	res, err := migrate.Run(ctx, migrate.Config{
+		DatabaseURL:    s.databaseURL,
+		Target:         s.target,
+		AcceptDataLoss: s.acceptDataLoss,
+		FailVersion:    s.failVersion,
+		ConnectTimeout: s.connectTimeout,
+		Identity:       s.identity,
+		Logger:         logger,
+	})
+	var cfgErr *migrate.ConfigError
+	switch {
+	case migrate.IsRefused(err):
+		logger.Printf("migrate: %v", err)
+		return exitRefused
+	case errors.As(err, &cfgErr):
+		logger.Printf("migrate: configuration error: %v", err)
+		return exitUsage
+	case err != nil:
+		logger.Printf("migrate: failed: %s", migrate.OneLine(err))
+		return exitFailure
+	}
+	logger.Printf("migrate: done in %s: %d version(s) applied, schema at version %d",
+		time.Since(start).Round(time.Millisecond), len(res.Applied), res.To)
+	return exitOK
+}
+
+func migrateStatusCmd(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo migrate status", flag.ContinueOnError)
+	if code := parseFlags(fs, args, migrateStatusHelp, stdout, stderr); code >= 0 {
+		return code
+	}
+	logger := newLogger(stderr)
+	var errs []error
+	databaseURL, err := requiredString(getenv, "DATABASE_URL")
+	errs = append(errs, err)
+	target, err := intSetting(getenv, "DEMO_VERSION", 1, 1)
+	errs = append(errs, err)
+	timeout, err := durationSetting(getenv, "MIGRATE_CONNECT_TIMEOUT", defaultConnectTimeout)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		logger.Printf("migrate status: configuration error: %v", err)
+		return exitUsage
+	}
+	st, err := migrate.CheckStatus(ctx, databaseURL, target, timeout)
+	var cfgErr *migrate.ConfigError
+	switch {
+	case errors.As(err, &cfgErr):
+		logger.Printf("migrate status: configuration error: %v", err)
+		return exitUsage
+	case err != nil:
+		logger.Printf("migrate status: %s", migrate.OneLine(err))
+		return exitFailure
+	}
+	verdict := "up to date"
+	if !st.UpToDate() {
+		verdict = "not up to date"
+	}
+	fmt.Fprintf(stdout, "schema version: %d, expected: %d (%s)\n", st.Current, st.Expected, verdict)
+	if !st.UpToDate() {
+		return exitFailure
+	}
+	return exitOK
+}

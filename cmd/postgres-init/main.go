@@ -1,0 +1,154 @@
+// Command postgres-init is the entrypoint of the premigrate/postgres image: it initialises a
+// PostgreSQL data directory on first start, following the official postgres image's environment
+// interface, then replaces itself with the postgres server so signals reach the server directly.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"strings"
+)
+
+// Defaults of the settings.
+const (
+	defaultBinDir    = "/usr/lib/postgresql/15/bin"
+	defaultPGData    = "/var/lib/postgresql/data"
+	defaultSocketDir = "/var/run/postgresql"
+	defaultUser      = "postgres"
+	defaultHostAuth  = "scram-sha-256"
+)
+
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+const help = `Usage: postgres-init [--bindir DIR] [--pgdata DIR] [--socket-dir DIR] [postgres] [SERVER ARGS...]
+
+Initialises a PostgreSQL data directory on first start (when PGDATA/PG_VERSION does not exist),
+then replaces itself with "postgres -D PGDATA -c listen_addresses=* -c unix_socket_directories=DIR
+SERVER ARGS...". A data directory that is already initialised is never touched again, whatever
+the environment says now. When started as root it hands PGDATA and the socket directory to the
+"postgres" user and drops to it, because PostgreSQL refuses to run as root.
+
+First start: initdb (superuser POSTGRES_USER with POSTGRES_PASSWORD, UTF8, locale C, trust on the
+local socket, POSTGRES_HOST_AUTH_METHOD over TCP), a pg_hba.conf line
+"host all all all POSTGRES_HOST_AUTH_METHOD", and the database POSTGRES_DB unless it is "postgres".
+
+Environment:
+  POSTGRES_USER               superuser name (default postgres)
+  POSTGRES_PASSWORD           superuser password; required on first start unless
+                              POSTGRES_HOST_AUTH_METHOD=trust (never passed on to the server)
+  POSTGRES_DB                 database created on first start (default: POSTGRES_USER)
+  POSTGRES_HOST_AUTH_METHOD   authentication of TCP connections (default scram-sha-256)
+  PGDATA                      data directory (default /var/lib/postgresql/data)
+  PG_BINDIR                   directory of initdb and postgres (default /usr/lib/postgresql/15/bin)
+  PG_SOCKET_DIR               directory of the Unix socket (default /var/run/postgresql)
+
+Flags (override the environment):
+  --bindir DIR       like PG_BINDIR
+  --pgdata DIR       like PGDATA
+  --socket-dir DIR   like PG_SOCKET_DIR
+  -h, --help         this help
+
+Exit codes (only when postgres could not be started; afterwards the exit code is the server's):
+  1  initialisation or start failed
+  2  usage error
+`
+
+// config is everything postgres-init needs to know.
+type config struct {
+	user, password, db, hostAuth string
+	pgdata, binDir, socketDir    string
+	// serverArgs are passed to postgres after the built-in options.
+	serverArgs []string
+}
+
+var errHelp = errors.New("help requested")
+
+// parseConfig reads the environment and the command line.
+func parseConfig(args []string, getenv func(string) string) (config, error) {
+	cfg := config{
+		user:      orDefault(getenv("POSTGRES_USER"), defaultUser),
+		password:  getenv("POSTGRES_PASSWORD"),
+		hostAuth:  orDefault(getenv("POSTGRES_HOST_AUTH_METHOD"), defaultHostAuth),
+		pgdata:    orDefault(getenv("PGDATA"), defaultPGData),
+		binDir:    orDefault(getenv("PG_BINDIR"), defaultBinDir),
+		socketDir: orDefault(getenv("PG_SOCKET_DIR"), defaultSocketDir),
+	}
+	cfg.db = orDefault(getenv("POSTGRES_DB"), cfg.user)
+
+	flags := map[string]*string{"--bindir": &cfg.binDir, "--pgdata": &cfg.pgdata, "--socket-dir": &cfg.socketDir}
+	for len(args) > 0 {
+		arg := args[0]
+		if arg == "-h" || arg == "--help" || arg == "-help" {
+			return cfg, errHelp
+		}
+		name, value, hasValue := strings.Cut(arg, "=")
+		target, ok := flags[name]
+		if !ok {
+			break
+		}
+		if !hasValue {
+			if len(args) < 2 {
+				return cfg, fmt.Errorf("flag %s needs a value", name)
+			}
+			value, args = args[1], args[1:]
+		}
+		if value == "" {
+			return cfg, fmt.Errorf("flag %s needs a non-empty value", name)
+		}
+		*target = value
+		args = args[1:]
+	}
+	if len(args) > 0 && args[0] == "postgres" {
+		args = args[1:]
+	}
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return cfg, fmt.Errorf("unexpected argument %q: only postgres server options may follow", args[0])
+	}
+	cfg.serverArgs = args
+	return cfg, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run prepares the data directory and execs postgres; it returns only on failure.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	logger := log.New(stderr, "postgres-init: ", log.Ldate|log.Ltime|log.Lmicroseconds|log.LUTC|log.Lmsgprefix)
+	cfg, err := parseConfig(args, getenv)
+	switch {
+	case errors.Is(err, errHelp):
+		fmt.Fprint(stdout, help)
+		return 0
+	case err != nil:
+		logger.Printf("error: %v", err)
+		return exitUsage
+	}
+	if err := dropRoot(cfg, logger); err != nil {
+		logger.Printf("error: %v", err)
+		return exitFailure
+	}
+	if err := initialise(cfg, logger, stderr); err != nil {
+		logger.Printf("error: %v", err)
+		return exitFailure
+	}
+	err = execPostgres(cfg, logger)
+	logger.Printf("error: %v", err)
+	return exitFailure
+}

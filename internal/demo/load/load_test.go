@@ -1,0 +1,225 @@
+package load_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/premigrate/premigrate/internal/demo/load"
+)
+
+// app is a stand-in for the demo app's records API whose failures the test decides.
+type app struct {
+	mu      sync.Mutex
+	nextID  int64
+	fail    func(method string, n int64) bool // n counts requests from 1
+	count   atomic.Int64
+	failed  atomic.Int64
+	methods sync.Map
+}
+
+func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := a.count.Add(1)
+	if v, _ := a.methods.LoadOrStore(r.Method, new(atomic.Int64)); v != nil {
+		v.(*atomic.Int64).Add(1)
+	}
+	if a.fail != nil && a.fail(r.Method, n) {
+		a.failed.Add(1)
+		http.Error(w, "injected", http.StatusInternalServerError)
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/records":
+		a.mu.Lock()
+		a.nextID++
+		id := a.nextID
+		a.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":%d}`, id)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/records/"):
+		fmt.Fprintf(w, `{"id":%s,"body":"x"}`, strings.TrimPrefix(r.URL.Path, "/records/"))
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (a *app) requests(method string) int64 {
+	v, ok := a.methods.Load(method)
+	if !ok {
+		return 0
+	}
+	return v.(*atomic.Int64).Load()
+}
+
+func TestReportCountsEveryRequestSentAndEveryFailure(t *testing.T) {
+	a := &app{fail: func(_ string, n int64) bool { return n%5 == 0 }}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+
+	report, err := load.Run(context.Background(), load.Config{Target: srv.URL, Rate: 50, Duration: 600 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Sent != a.count.Load() || report.Failed != a.failed.Load() {
+		t.Errorf("report says %d sent, %d failed; the app saw %d requests, failed %d", report.Sent, report.Failed, a.count.Load(), a.failed.Load())
+	}
+	if report.Sent < 20 || report.Failed == 0 {
+		t.Errorf("report %+v: want at least 20 requests and some failures", report)
+	}
+	if gets, posts := a.requests(http.MethodGet), a.requests(http.MethodPost); gets == 0 || gets > posts {
+		t.Errorf("%d GETs for %d POSTs: want a GET after each successful POST", gets, posts)
+	}
+	if len(report.Errors) == 0 || !strings.Contains(report.Errors[0], "status 500") {
+		t.Errorf("errors %q do not show the status", report.Errors)
+	}
+	if report.Running || !report.StoppedAt.After(report.StartedAt) {
+		t.Errorf("finished report is running=%v, started %s, stopped %s", report.Running, report.StartedAt, report.StoppedAt)
+	}
+}
+
+func TestLongestGapSpansAnOutage(t *testing.T) {
+	const outage = 700 * time.Millisecond
+	var outageStart atomic.Int64 // unix nanos; 0 until the outage begins
+	a := &app{fail: func(_ string, n int64) bool {
+		now := time.Now().UnixNano()
+		if n == 10 {
+			outageStart.Store(now)
+		}
+		s := outageStart.Load()
+		return s != 0 && now-s < outage.Nanoseconds()
+	}}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+
+	report, err := load.Run(context.Background(), load.Config{Target: srv.URL, Rate: 50, Duration: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gap := time.Duration(report.LongestGapMs) * time.Millisecond; gap < outage || gap > outage+time.Second {
+		t.Errorf("longest gap %s, want about the %s outage", gap, outage)
+	}
+}
+
+func TestOnlyTheFirstTwentyErrorsAreKept(t *testing.T) {
+	srv := httptest.NewServer(&app{fail: func(string, int64) bool { return true }})
+	defer srv.Close()
+	report, err := load.Run(context.Background(), load.Config{Target: srv.URL, Rate: 100, Duration: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Failed <= load.MaxErrors || len(report.Errors) != load.MaxErrors {
+		t.Errorf("%d failures kept %d errors, want more than %d failures and %d errors", report.Failed, len(report.Errors), load.MaxErrors, load.MaxErrors)
+	}
+	if report.LongestGapMs < 500 {
+		t.Errorf("with no success at all the longest gap is %dms, want the whole run", report.LongestGapMs)
+	}
+}
+
+func TestReportEndpointServesTheReportAndStopEndsTheRun(t *testing.T) {
+	target := httptest.NewServer(&app{})
+	defer target.Close()
+	gen, err := load.New(load.Config{Target: target.URL, Rate: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports := httptest.NewServer(gen.Handler())
+	defer reports.Close()
+	finished := make(chan load.Report, 1)
+	go func() { finished <- gen.Run(context.Background()) }()
+	time.Sleep(300 * time.Millisecond)
+
+	get := func(method, path string) load.Report {
+		t.Helper()
+		req, _ := http.NewRequest(method, reports.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r load.Report
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %d %v", method, path, resp.StatusCode, err)
+		}
+		return r
+	}
+	if r := get(http.MethodGet, "/report"); !r.Running || r.Sent == 0 {
+		t.Errorf("report while running: %+v", r)
+	}
+	stopped := get(http.MethodPost, "/stop")
+	if stopped.Running || stopped.StoppedAt.IsZero() {
+		t.Errorf("POST /stop answered a report still running: %+v", stopped)
+	}
+	select {
+	case final := <-finished:
+		if final.Sent != stopped.Sent {
+			t.Errorf("Run returned %d sent, POST /stop reported %d", final.Sent, stopped.Sent)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after POST /stop")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if later := get(http.MethodGet, "/report"); later.Sent != stopped.Sent || later.Running {
+		t.Errorf("report changed after the stop: %+v, then %+v", stopped, later)
+	}
+
+	var raw map[string]any
+	resp, err := http.Get(reports.URL + "/report")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"sent", "failed", "longestGapMs", "errors", "startedAt", "stoppedAt"} {
+		if _, ok := raw[key]; !ok {
+			t.Errorf("report JSON lacks %q: %v", key, raw)
+		}
+	}
+}
+
+func TestRedirectsAwayFromTheTargetAreNotFollowed(t *testing.T) {
+	elsewhere := &app{}
+	other := httptest.NewServer(elsewhere)
+	defer other.Close()
+	redirector := httptest.NewServer(http.RedirectHandler(other.URL+"/records", http.StatusTemporaryRedirect))
+	defer redirector.Close()
+
+	report, err := load.Run(context.Background(), load.Config{Target: redirector.URL, Rate: 20, Duration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elsewhere.count.Load() != 0 {
+		t.Errorf("%d requests followed a redirect to another server", elsewhere.count.Load())
+	}
+	if report.Failed != report.Sent || report.Sent == 0 {
+		t.Errorf("redirects counted as successes: %+v", report)
+	}
+}
+
+func TestInvalidConfigurationIsRejected(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     load.Config
+		wantErr string
+	}{
+		{"no target", load.Config{}, "must be an http(s) URL"},
+		{"target without scheme", load.Config{Target: "localhost:8080"}, "must be an http(s) URL"},
+		{"negative rate", load.Config{Target: "http://localhost", Rate: -1}, "rate"},
+		{"absurd rate", load.Config{Target: "http://localhost", Rate: 1e9}, "rate"},
+		{"negative duration", load.Config{Target: "http://localhost", Duration: -time.Second}, "duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := load.New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("got %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,288 @@
+// Package migrate applies the demo app's embedded, versioned SQL migrations to PostgreSQL.
+//
+// A run holds a session-level advisory lock for its whole duration, so concurrent runs are
+// serialised: the second waits, then finds nothing left to do. Every version is applied in its own
+// transaction together with its schema_migrations row, so a failure leaves the previous version
+// intact. Destructive migrations are refused, before anything is applied, unless the caller
+// accepts data loss.
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/premigrate/premigrate/internal/demo/schema"
+)
+
+// LockKey is the pg_advisory_lock key every migration run takes.
+const LockKey int64 = 0x70726d6967726174 // "prmigrat"
+
+// RunsTable receives one row per successful run.
+const RunsTable = "demo_migrate_runs"
+
+const bookkeepingSQL = `
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     integer     PRIMARY KEY,
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    duration_ms bigint      NOT NULL
+);
+CREATE TABLE IF NOT EXISTS demo_migrate_runs (
+    id          bigserial   PRIMARY KEY,
+    identity    text,
+    applied     integer[]   NOT NULL,
+    finished_at timestamptz NOT NULL DEFAULT now()
+);`
+
+// Config describes one migration run.
+type Config struct {
+	// DatabaseURL is a PostgreSQL connection string (URL or key=value).
+	DatabaseURL string
+	// Target is the schema version to reach.
+	Target int
+	// AcceptDataLoss allows destructive migrations.
+	AcceptDataLoss bool
+	// FailVersion, when non-zero, makes that version's migration fail inside its transaction after
+	// its DDL ran (fault injection).
+	FailVersion int
+	// ConnectTimeout is how long the first connection is retried.
+	ConnectTimeout time.Duration
+	// Identity is recorded in demo_migrate_runs (empty records NULL).
+	Identity string
+	// Logger receives progress lines; nil discards them.
+	Logger *log.Logger
+	// Migrations to apply; nil means the embedded ones.
+	Migrations []Migration
+}
+
+// Applied describes one version a run applied.
+type Applied struct {
+	Version  int
+	Name     string
+	Duration time.Duration
+}
+
+// Result describes a finished run.
+type Result struct {
+	// From is the schema version found once the lock was held; To the version left behind.
+	From, To int
+	Applied  []Applied
+}
+
+// Drop is one thing a pending destructive migration would destroy.
+type Drop struct {
+	Version int
+	What    string
+}
+
+// RefusedError reports pending destructive migrations that were not allowed. Nothing was applied.
+type RefusedError struct {
+	Drops []Drop
+}
+
+func (e *RefusedError) Error() string {
+	parts := make([]string, len(e.Drops))
+	for i, d := range e.Drops {
+		parts[i] = fmt.Sprintf("version %d %s", d.Version, d.What)
+	}
+	return fmt.Sprintf("refusing destructive migration: %s; nothing was applied; set SCHEMA_ACCEPT_DATA_LOSS=true to allow it",
+		strings.Join(parts, ", "))
+}
+
+// Run connects (retrying until cfg.ConnectTimeout), takes the advisory lock and applies every
+// pending version up to cfg.Target. A schema already at or beyond the target is left alone.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = log.New(io.Discard, "", 0)
+	}
+	migrations := cfg.Migrations
+	if migrations == nil {
+		var err error
+		if migrations, err = Embedded(); err != nil {
+			return Result{}, err
+		}
+	}
+	if cfg.Target < 1 || cfg.Target > Latest(migrations) {
+		return Result{}, &ConfigError{Err: fmt.Errorf("target version %d is not between 1 and %d, the newest migration", cfg.Target, Latest(migrations))}
+	}
+
+	conn, err := Connect(ctx, cfg.DatabaseURL, cfg.ConnectTimeout, logger)
+	if err != nil {
+		return Result{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	if err := lock(ctx, conn, logger); err != nil {
+		return Result{}, err
+	}
+	// Closing the session releases the lock too; unlocking explicitly keeps it short when the
+	// connection is pooled by something in between.
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", LockKey); err != nil {
+			logger.Printf("release migration lock: %v", err)
+		}
+	}()
+
+	if _, err := conn.Exec(ctx, bookkeepingSQL); err != nil {
+		return Result{}, fmt.Errorf("create bookkeeping tables: %w", err)
+	}
+	current, err := schema.Version(ctx, conn)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{From: current, To: current}
+
+	var pending []Migration
+	for _, m := range migrations {
+		if m.Version > current && m.Version <= cfg.Target {
+			pending = append(pending, m)
+		}
+	}
+	switch {
+	case current > cfg.Target:
+		logger.Printf("schema is at version %d, ahead of target %d: nothing to do", current, cfg.Target)
+	case len(pending) == 0:
+		logger.Printf("schema is at version %d, the target: nothing to do", current)
+	default:
+		logger.Printf("schema is at version %d, target %d: %d migration(s) pending", current, cfg.Target, len(pending))
+	}
+
+	if refused := refusedDrops(pending, cfg.AcceptDataLoss); refused != nil {
+		return res, refused
+	}
+	if cfg.FailVersion > 0 && cfg.FailVersion > current && cfg.FailVersion <= cfg.Target {
+		logger.Printf("fault injection: migration %d will fail", cfg.FailVersion)
+	}
+
+	for _, m := range pending {
+		if m.Destructive() {
+			logger.Printf("applying destructive version %d (%s), data loss accepted: %s", m.Version, m.Name, strings.Join(m.Drops, ", "))
+		}
+		d, err := apply(ctx, conn, m, m.Version == cfg.FailVersion)
+		if err != nil {
+			return res, fmt.Errorf("migration %d (%s) failed and was rolled back; schema stays at version %d: %w", m.Version, m.Name, res.To, err)
+		}
+		res.Applied = append(res.Applied, Applied{Version: m.Version, Name: m.Name, Duration: d})
+		res.To = m.Version
+		logger.Printf("applied version %d (%s) in %s", m.Version, m.Name, d.Round(time.Microsecond))
+	}
+
+	versions := make([]int32, len(res.Applied))
+	for i, a := range res.Applied {
+		versions[i] = int32(a.Version)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO "+RunsTable+" (identity, applied) VALUES (NULLIF($1, ''), $2)", cfg.Identity, versions); err != nil {
+		return res, fmt.Errorf("record the run in %s: %w", RunsTable, err)
+	}
+	if len(res.Applied) > 0 {
+		logger.Printf("schema migrated from version %d to %d", res.From, res.To)
+	}
+	return res, nil
+}
+
+// lock takes the advisory lock, saying so when another run holds it.
+func lock(ctx context.Context, conn *pgx.Conn, logger *log.Logger) error {
+	var got bool
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", LockKey).Scan(&got); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	if got {
+		return nil
+	}
+	logger.Printf("another migration run holds the lock; waiting for it")
+	start := time.Now()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", LockKey); err != nil {
+		return fmt.Errorf("wait for migration lock: %w", err)
+	}
+	logger.Printf("got the migration lock after %s", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// refusedDrops returns the refusal for pending destructive migrations, or nil.
+func refusedDrops(pending []Migration, acceptDataLoss bool) *RefusedError {
+	if acceptDataLoss {
+		return nil
+	}
+	var drops []Drop
+	for _, m := range pending {
+		for _, what := range m.Drops {
+			drops = append(drops, Drop{Version: m.Version, What: what})
+		}
+	}
+	if drops == nil {
+		return nil
+	}
+	return &RefusedError{Drops: drops}
+}
+
+// apply runs one migration and its bookkeeping row in a single transaction.
+func apply(ctx context.Context, conn *pgx.Conn, m Migration, injectFailure bool) (time.Duration, error) {
+	start := time.Now()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin transaction: %w", err)
+	}
+	// After Commit this is a no-op; after a failure it discards everything the migration did.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	if _, err := tx.Exec(ctx, m.SQL); err != nil {
+		return 0, fmt.Errorf("execute SQL: %w", err)
+	}
+	d := time.Since(start)
+	if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, duration_ms) VALUES ($1, $2)", m.Version, d.Milliseconds()); err != nil {
+		return 0, fmt.Errorf("record version: %w", err)
+	}
+	if injectFailure {
+		// Fail on the server, after the DDL and the bookkeeping row, so the rollback is real.
+		if _, err := tx.Exec(ctx, fmt.Sprintf(
+			"DO $$ BEGIN RAISE EXCEPTION 'injected failure in migration %d (DEMO_FAIL_MIGRATION)'; END $$", m.Version)); err != nil {
+			return 0, fmt.Errorf("execute SQL: %w", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return time.Since(start), nil
+}
+
+// Status compares the schema version with target.
+type Status struct {
+	Current, Expected int
+}
+
+// UpToDate reports whether the schema is exactly at the expected version.
+func (s Status) UpToDate() bool { return s.Current == s.Expected }
+
+// CheckStatus reads the schema version with a single connection attempt bounded by
+// connectTimeout and compares it with target.
+func CheckStatus(ctx context.Context, databaseURL string, target int, connectTimeout time.Duration) (Status, error) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return Status{}, &ConfigError{Err: fmt.Errorf("parse DATABASE_URL: %w", err)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return Status{}, fmt.Errorf("connect to the database: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	v, err := schema.Version(ctx, conn)
+	if err != nil {
+		return Status{}, err
+	}
+	return Status{Current: v, Expected: target}, nil
+}
+
+// IsRefused reports whether err is a refusal of destructive migrations.
+func IsRefused(err error) bool {
+	var r *RefusedError
+	return errors.As(err, &r)
+}
