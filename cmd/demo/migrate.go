@@ -29,6 +29,8 @@ Environment:
                             is applied (default false)
   DEMO_FAIL_MIGRATION       fault injection: the migration of this version fails inside its
                             transaction after running its DDL, which is rolled back (default: none)
+  DEMO_MIGRATION_DELAY      fault injection: every applied version sleeps this long inside its
+                            transaction, so a run can be killed halfway (default: none)
   MIGRATE_CONNECT_TIMEOUT   how long to retry the first connection, with backoff (default 60s)
   PREMIGRATE_IDENTITY       migration identity recorded in demo_migrate_runs (default: NULL)
 
@@ -61,6 +63,7 @@ type migrateSettings struct {
 	target         int
 	acceptDataLoss bool
 	failVersion    int
+	delay          time.Duration
 	connectTimeout time.Duration
 	identity       string
 }
@@ -76,6 +79,8 @@ func readMigrateSettings(getenv env) (migrateSettings, error) {
 	s.acceptDataLoss, err = boolSetting(getenv, "SCHEMA_ACCEPT_DATA_LOSS")
 	errs = append(errs, err)
 	s.failVersion, err = intSetting(getenv, "DEMO_FAIL_MIGRATION", 0, 0)
+	errs = append(errs, err)
+	s.delay, err = durationSetting(getenv, "DEMO_MIGRATION_DELAY", 0)
 	errs = append(errs, err)
 	s.connectTimeout, err = durationSetting(getenv, "MIGRATE_CONNECT_TIMEOUT", defaultConnectTimeout)
 	errs = append(errs, err)
@@ -101,6 +106,7 @@ func migrateCmd(ctx context.Context, args []string, getenv env, stdout, stderr i
 		Target:         s.target,
 		AcceptDataLoss: s.acceptDataLoss,
 		FailVersion:    s.failVersion,
+		Delay:          s.delay,
 		ConnectTimeout: s.connectTimeout,
 		Identity:       s.identity,
 		Logger:         logger,

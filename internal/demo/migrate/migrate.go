@@ -51,6 +51,9 @@ type Config struct {
 	// FailVersion, when non-zero, makes that version's migration fail inside its transaction after
 	// its DDL ran (fault injection).
 	FailVersion int
+	// Delay, when non-zero, makes every applied version sleep this long on the server inside its
+	// transaction (fault injection: a slow migration that can be killed halfway).
+	Delay time.Duration
 	// ConnectTimeout is how long the first connection is retried.
 	ConnectTimeout time.Duration
 	// Identity is recorded in demo_migrate_runs (empty records NULL).
@@ -165,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if m.Destructive() {
 			logger.Printf("applying destructive version %d (%s), data loss accepted: %s", m.Version, m.Name, strings.Join(m.Drops, ", "))
 		}
-		d, err := apply(ctx, conn, m, m.Version == cfg.FailVersion)
+		d, err := apply(ctx, conn, m, m.Version == cfg.FailVersion, cfg.Delay)
 		if err != nil {
 			return res, fmt.Errorf("migration %d (%s) failed and was rolled back; schema stays at version %d: %w", m.Version, m.Name, res.To, err)
 		}
@@ -223,7 +226,7 @@ func refusedDrops(pending []Migration, acceptDataLoss bool) *RefusedError {
 }
 
 // apply runs one migration and its bookkeeping row in a single transaction.
-func apply(ctx context.Context, conn *pgx.Conn, m Migration, injectFailure bool) (time.Duration, error) {
+func apply(ctx context.Context, conn *pgx.Conn, m Migration, injectFailure bool, delay time.Duration) (time.Duration, error) {
 	start := time.Now()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -234,6 +237,11 @@ func apply(ctx context.Context, conn *pgx.Conn, m Migration, injectFailure bool)
 
 	if _, err := tx.Exec(ctx, m.SQL); err != nil {
 		return 0, fmt.Errorf("execute SQL: %w", err)
+	}
+	if delay > 0 {
+		if _, err := tx.Exec(ctx, "SELECT pg_sleep($1)", delay.Seconds()); err != nil {
+			return 0, fmt.Errorf("injected delay: %w", err)
+		}
 	}
 	d := time.Since(start)
 	if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, duration_ms) VALUES ($1, $2)", m.Version, d.Milliseconds()); err != nil {

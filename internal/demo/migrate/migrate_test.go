@@ -447,3 +447,30 @@ func TestStatusComparesTheSchemaVersionWithTheExpectedOne(t *testing.T) {
 		}
 	}
 }
+
+func TestARunKilledDuringASlowMigrationLeavesNothingHalfAppliedAndTheRetryAppliesItOnce(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	logs := &logBuffer{}
+	run(t, config(dsn, 1, logs))
+
+	slow := config(dsn, 2, logs)
+	slow.Delay = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := migrate.Run(ctx, slow); err == nil {
+		t.Fatal("a run cancelled during its 30 s migration reported success")
+	}
+	conn := connect(t, dsn)
+	var author int
+	if err := conn.QueryRow(context.Background(),
+		"select count(*) from information_schema.columns where table_name='records' and column_name='author'").Scan(&author); err != nil {
+		t.Fatalf("reading the columns: %v", err)
+	}
+	if author != 0 {
+		t.Fatal("records.author exists after the killed run: the migration was half-applied")
+	}
+	res := run(t, config(dsn, 2, logs))
+	if got := versions(res); !slices.Equal(got, []int{2}) {
+		t.Errorf("the retry applied %v, want [2]", got)
+	}
+}
