@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// migratingPod waits for a pod of the hook migration Job whose `migrate` init container runs, and returns it.
+func (r *release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
+	t.Helper()
+	var found corev1.Pod
+	waitUntil(t, "a migration pod running its migrate container", timeout, func(ctx context.Context) (bool, error) {
+		pods, err := env.client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + r.fullname() + "-migrate"})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			for _, cs := range p.Status.InitContainerStatuses {
+				if cs.Name == "migrate" && cs.State.Running != nil && p.DeletionTimestamp == nil {
+					found = p
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	return found
+}
+
+func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
+	res := scenario(t, "migration-pod-killed", env.helm3)
+	ctx := context.Background()
+	ns := newNamespace(t, "kill", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	r.mustDeploy(baseValues())
+	slow := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+		"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}}})
+	type result struct {
+		out string
+		d   time.Duration
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { out, d, err := r.deploy(slow); done <- result{out, d, err} }()
+	victim := r.migratingPod(t, 2*time.Minute)
+	time.Sleep(3 * time.Second) // well inside the 15 s migration transaction
+	if err := env.client.CoreV1().Pods(ns).Delete(ctx, victim.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatalf("killing %s: %v", victim.Name, err)
+	}
+	t.Logf("killed migration pod %s mid-run", victim.Name)
+	got := <-done
+	res.DurationsSec = append(res.DurationsSec, got.d.Seconds())
+	res.Upgrades = 1
+	if got.err != nil {
+		t.Fatalf("the upgrade failed although the killed migration had retries left: %v", got.err)
+	}
+	id := r.appIdentity(ctx)
+	job := r.migrationJob(ctx, id)
+	if job == nil || job.Status.Succeeded != 1 {
+		t.Fatalf("no succeeded migration Job for identity %s", id)
+	}
+	if job.Status.Failed < 1 {
+		t.Errorf("the Job counts %d failed pods: the kill did not land mid-run", job.Status.Failed)
+	}
+	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2" {
+		t.Errorf("schema_migrations holds %q, want 1,2 (version 2 applied once)", got)
+	}
+	if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
+		t.Errorf("identity %s completed %d migration runs, want 1", id, n)
+	}
+}
+
+func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *testing.T) {
+	res := scenario(t, "database-down", env.helm3)
+	ns := newNamespace(t, "dbdown", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	r.mustDeploy(baseValues())
+	values := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+		"migration": map[string]any{"backoffLimit": 1, "env": []any{
+			envVar("DEMO_MIGRATION_DELAY", "15s"), envVar("MIGRATE_CONNECT_TIMEOUT", "10s")}}})
+	type result struct {
+		out string
+		d   time.Duration
+		err error
+	}
+	done := make(chan result, 1)
+	go func() { out, d, err := r.deploy(values); done <- result{out, d, err} }()
+	r.migratingPod(t, 2*time.Minute)
+	time.Sleep(3 * time.Second)
+	mustRun(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=0")
+	t.Logf("database scaled to 0 during the migration")
+	got := <-done
+	res.DurationsSec = append(res.DurationsSec, got.d.Seconds())
+	if got.err == nil {
+		t.Fatalf("the upgrade succeeded with the database down:\n%s", got.out)
+	}
+	if !strings.Contains(got.out, "BackoffLimitExceeded") && !strings.Contains(got.out, "failed") {
+		t.Errorf("helm's error does not say the migration failed:\n%s", got.out)
+	}
+	if !strings.Contains(got.out, "connect") {
+		t.Errorf("helm's output does not show the migration's connection failure:\n%s", got.out)
+	}
+	mustRun(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=1")
+	mustRun(t, env.kubectl, "rollout", "status", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--timeout=2m")
+	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1" {
+		t.Errorf("schema_migrations holds %q after the failed migration, want 1 (nothing half-applied)", got)
+	}
+	if n := r.psqlInt("select count(*) from information_schema.columns where table_name='records' and column_name='author'"); n != 0 {
+		t.Errorf("records.author exists: the interrupted migration was half-applied")
+	}
+}
