@@ -1,0 +1,308 @@
+{{/*
+Chart name, used in the app.kubernetes.io/name label.
+*/}}
+{{- define "premigrate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Prefix of every resource name. Truncated to 40 characters: the longest derived name,
+<fullname>-migrate-<identity>, is also the value of the Job's batch.kubernetes.io/job-name label,
+which must stay within 63 characters.
+*/}}
+{{- define "premigrate.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 40 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+helm.sh/chart label value.
+*/}}
+{{- define "premigrate.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Selector labels. Argument: dict "root" $ "component" NAME.
+*/}}
+{{- define "premigrate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "premigrate.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+Recommended labels. Argument: dict "root" $ "component" NAME.
+*/}}
+{{- define "premigrate.labels" -}}
+helm.sh/chart: {{ include "premigrate.chart" .root }}
+{{ include "premigrate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- end }}
+
+{{/*
+An image reference: repository@digest when a digest is set, else repository:tag.
+Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG.
+*/}}
+{{- define "premigrate.imageRef" -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository (toString (default .tag .image.tag)) -}}
+{{- end -}}
+{{- end }}
+
+{{- define "premigrate.appTag" -}}
+{{- default .Chart.AppVersion .Values.image.tag | toString -}}
+{{- end }}
+
+{{- define "premigrate.image" -}}
+{{- include "premigrate.imageRef" (dict "image" .Values.image "tag" (include "premigrate.appTag" .)) -}}
+{{- end }}
+
+{{/*
+The migration image: migration.image when its repository is set, else the app image (tag or digest).
+*/}}
+{{- define "premigrate.migrationImage" -}}
+{{- if .Values.migration.image.repository -}}
+{{- include "premigrate.imageRef" (dict "image" .Values.migration.image "tag" (include "premigrate.appTag" .)) -}}
+{{- else -}}
+{{- include "premigrate.image" . -}}
+{{- end -}}
+{{- end }}
+
+{{- define "premigrate.migrationPullPolicy" -}}
+{{- default .Values.image.pullPolicy .Values.migration.image.pullPolicy -}}
+{{- end }}
+
+{{- define "premigrate.gateImage" -}}
+{{- include "premigrate.imageRef" (dict "image" .Values.gate.image "tag" .Chart.AppVersion) -}}
+{{- end }}
+
+{{- define "premigrate.postgresqlImage" -}}
+{{- include "premigrate.imageRef" (dict "image" .Values.postgresql.image "tag" "15") -}}
+{{- end }}
+
+{{/*
+Object names.
+*/}}
+{{- define "premigrate.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "premigrate.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end }}
+
+{{- define "premigrate.migrateName" -}}
+{{- include "premigrate.fullname" . }}-migrate
+{{- end }}
+
+{{- define "premigrate.recordsName" -}}
+{{- include "premigrate.fullname" . }}-migrations
+{{- end }}
+
+{{- define "premigrate.gateName" -}}
+{{- include "premigrate.fullname" . }}-gate
+{{- end }}
+
+{{- define "premigrate.postgresqlName" -}}
+{{- include "premigrate.fullname" . }}-postgresql
+{{- end }}
+
+{{/*
+The Secret and key that hold the database URL.
+*/}}
+{{- define "premigrate.databaseSecretName" -}}
+{{- if .Values.postgresql.enabled -}}
+{{- include "premigrate.postgresqlName" . -}}
+{{- else -}}
+{{- .Values.database.existingSecret -}}
+{{- end -}}
+{{- end }}
+
+{{- define "premigrate.databaseSecretKey" -}}
+{{- if .Values.postgresql.enabled -}}
+url
+{{- else -}}
+{{- .Values.database.existingSecretKey -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The database URL env entry (a one-element EnvVar list).
+*/}}
+{{- define "premigrate.databaseEnv" -}}
+- name: {{ .Values.database.urlEnvName }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "premigrate.databaseSecretName" . }}
+      key: {{ include "premigrate.databaseSecretKey" . }}
+{{- end }}
+
+{{/*
+The env list of the app container: the database URL, then env.
+*/}}
+{{- define "premigrate.appEnv" -}}
+{{ include "premigrate.databaseEnv" . }}
+{{- with .Values.env }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The migration identity: the first 10 hex characters of the sha256 of what determines the migration
+(image, command, args, app env + migration env, envFrom, the database secret). It is the Job's
+premigrate.io/identity label, the app pods' premigrate.io/identity annotation and the gate's --identity.
+*/}}
+{{- define "premigrate.identity" -}}
+{{- $m := .Values.migration -}}
+{{- $database := dict "name" (include "premigrate.databaseSecretName" .) "key" (include "premigrate.databaseSecretKey" .) -}}
+{{- $in := dict "image" (include "premigrate.migrationImage" .) "command" ($m.command | default .Values.command) "args" $m.args "env" (concat .Values.env $m.env) "envFrom" (concat .Values.envFrom $m.envFrom) "database" $database -}}
+{{- toJson $in | sha256sum | trunc 10 -}}
+{{- end }}
+
+{{/*
+How the migration Job is rendered: "hook" (Helm hook), "plain" (release object named by the identity)
+or "argocd" (Argo CD Sync hook). In hook mode with the embedded database, the install renders a plain
+Job: a pre-install hook would run before the database exists.
+*/}}
+{{- define "premigrate.migrationJobKind" -}}
+{{- if eq .Values.migration.mode "job" -}}
+plain
+{{- else if eq .Values.migration.mode "argocd" -}}
+argocd
+{{- else if and .Values.postgresql.enabled .Release.IsInstall -}}
+plain
+{{- else -}}
+hook
+{{- end -}}
+{{- end }}
+
+{{- define "premigrate.migrationJobName" -}}
+{{- if eq (include "premigrate.migrationJobKind" .) "plain" -}}
+{{- include "premigrate.migrateName" . }}-{{ include "premigrate.identity" . }}
+{{- else -}}
+{{- include "premigrate.migrateName" . -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+True (non-empty) when the app pods get the wait-for-migration init container.
+*/}}
+{{- define "premigrate.gateEnabled" -}}
+{{- if and .Values.migration.enabled (ne .Values.gate.mode "none") -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
+True (non-empty) when the gate watches the Job and needs the API (and so a ServiceAccount token).
+*/}}
+{{- define "premigrate.gateNeedsAPI" -}}
+{{- if and .Values.migration.enabled (eq .Values.gate.mode "job") -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
+Argo CD sync wave annotation (argocd mode only). Argument: dict "root" $ "wave" "N".
+*/}}
+{{- define "premigrate.syncWave" -}}
+{{- if eq .root.Values.migration.mode "argocd" -}}
+argocd.argoproj.io/sync-wave: {{ .wave | quote }}
+{{- end -}}
+{{- end }}
+
+{{/*
+Annotations of the migration's support objects (ServiceAccount, Role, RoleBinding, records ConfigMap).
+hook mode: Helm hooks, because a pre-install hook Job runs before any release object exists; the
+records ConfigMap is a pre-install hook only, so an upgrade never recreates it. argocd mode: sync wave -1.
+Argument: dict "root" $ "records" BOOL.
+*/}}
+{{- define "premigrate.supportAnnotations" -}}
+{{- if eq .root.Values.migration.mode "hook" -}}
+{{- if .records -}}
+helm.sh/hook: pre-install
+helm.sh/hook-weight: "-20"
+{{- else -}}
+helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook-weight: "-10"
+{{- end }}
+helm.sh/hook-delete-policy: before-hook-creation
+{{- else -}}
+{{- include "premigrate.syncWave" (dict "root" .root "wave" "-1") -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Annotations of the migration Job.
+*/}}
+{{- define "premigrate.migrationJobAnnotations" -}}
+{{- $kind := include "premigrate.migrationJobKind" . -}}
+{{- if eq $kind "hook" -}}
+helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook-weight: {{ .Values.migration.hookWeight | toString | quote }}
+helm.sh/hook-delete-policy: {{ .Values.migration.hookDeletePolicy }}
+helm.sh/hook-output-log-policy: hook-failed
+{{- else if eq $kind "argocd" -}}
+{{- $policies := list -}}
+{{- range splitList "," .Values.migration.hookDeletePolicy -}}
+{{- $p := trim . -}}
+{{- if eq $p "before-hook-creation" -}}{{- $policies = append $policies "BeforeHookCreation" -}}{{- end -}}
+{{- if eq $p "hook-succeeded" -}}{{- $policies = append $policies "HookSucceeded" -}}{{- end -}}
+{{- if eq $p "hook-failed" -}}{{- $policies = append $policies "HookFailed" -}}{{- end -}}
+{{- end -}}
+argocd.argoproj.io/hook: Sync
+argocd.argoproj.io/hook-delete-policy: {{ join "," $policies }}
+argocd.argoproj.io/sync-wave: "0"
+{{- end -}}
+{{- end }}
+
+{{/*
+The failFastExitCodes, sorted ascending (the API requires an ordered set).
+*/}}
+{{- define "premigrate.failFastExitCodes" -}}
+{{- $padded := list -}}
+{{- range .Values.migration.failFastExitCodes -}}
+{{- $padded = append $padded (printf "%03d" (int .)) -}}
+{{- end -}}
+{{- $codes := list -}}
+{{- range (sortAlpha $padded | uniq) -}}
+{{- $codes = append $codes (atoi .) -}}
+{{- end -}}
+{{- toJson $codes -}}
+{{- end }}
+
+{{/*
+Checks of values that the schema cannot express. Included by the Deployment, which is always rendered.
+*/}}
+{{- define "premigrate.validate" -}}
+{{- if and .Values.postgresql.enabled .Values.database.existingSecret -}}
+{{- fail "database.existingSecret must be empty when postgresql.enabled is true: choose the embedded database or an external one" -}}
+{{- end -}}
+{{- if and (not .Values.postgresql.enabled) (not .Values.database.existingSecret) -}}
+{{- fail "database.existingSecret is required when postgresql.enabled is false: the app needs a database URL" -}}
+{{- end -}}
+{{- if and .Values.database.existingSecret (not .Values.database.existingSecretKey) -}}
+{{- fail "database.existingSecretKey is required when database.existingSecret is set" -}}
+{{- end -}}
+{{- if and (eq .Values.migration.mode "argocd") .Values.postgresql.enabled (not .Values.postgresql.auth.password) -}}
+{{- fail "postgresql.auth.password is required with migration.mode=argocd and the embedded database: Argo CD renders without lookup, so a generated password would change on every sync" -}}
+{{- end -}}
+{{- if and (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) -}}
+{{- fail "podDisruptionBudget.minAvailable and podDisruptionBudget.maxUnavailable are exclusive: set one of them to null" -}}
+{{- end -}}
+{{- if and .Values.migration.enabled (eq .Values.gate.mode "command") (not .Values.gate.args) (not .Values.gate.command) -}}
+{{- fail "gate.command or gate.args is required when gate.mode is command" -}}
+{{- end -}}
+{{- end }}

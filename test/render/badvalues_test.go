@@ -1,0 +1,106 @@
+package render
+
+import (
+	"strings"
+	"testing"
+)
+
+// Bad values are refused, by the schema or by the chart's own checks, with an error that names the
+// offending value.
+func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		values string
+		// path is the offending value, dotted; the error must name it (dotted or as a JSON pointer).
+		path string
+	}{
+		{"a negative TTL", "migration: {ttlSecondsAfterFinished: -1}", "migration.ttlSecondsAfterFinished"},
+		{"a TTL given as a string", `migration: {ttlSecondsAfterFinished: "60"}`, "migration.ttlSecondsAfterFinished"},
+		{"an unknown migration mode", "migration: {mode: presync}", "migration.mode"},
+		{"a missing image repository", `image: {repository: ""}`, "image.repository"},
+		{"a missing gate image repository", `gate: {image: {repository: ""}}`, "gate.image.repository"},
+		{"an existing secret without its key", "postgresql: {enabled: false}\ndatabase: {existingSecret: db}", "database.existingSecretKey"},
+		{"both the embedded and an external database", "database: {existingSecret: db, existingSecretKey: url}", "database.existingSecret"},
+		{"neither the embedded nor an external database", "postgresql: {enabled: false}", "database.existingSecret"},
+		{"an unknown top-level key", "replicas: 3", "replicas"},
+		{"an unknown nested key", "migration: {backofflimit: 3}", "migration.backofflimit"},
+		{"an unknown deeply nested key", "postgresql: {persistence: {sizeGi: 3}}", "postgresql.persistence.sizeGi"},
+		{"a negative backoffLimit", "migration: {backoffLimit: -1}", "migration.backoffLimit"},
+		{"replicaCount given as a string", `replicaCount: "2"`, "replicaCount"},
+		{"a negative replicaCount", "replicaCount: -1", "replicaCount"},
+		{"a digest without sha256", "image: {digest: 0123456789abcdef}", "image.digest"},
+		{"a short digest", "image: {digest: 'sha256:abc'}", "image.digest"},
+		{"an upper-case migration image digest", "migration: {image: {digest: 'sha256:" + strings.Repeat("A", 64) + "'}}", "migration.image.digest"},
+		{"an unknown gate mode", "gate: {mode: initContainer}", "gate.mode"},
+		{"a zero activeDeadlineSeconds", "migration: {activeDeadlineSeconds: 0}", "migration.activeDeadlineSeconds"},
+		{"exit code 0 as a fail-fast code", "migration: {failFastExitCodes: [0]}", "migration.failFastExitCodes.0"},
+		{"an exit code above 255", "migration: {failFastExitCodes: [3, 300]}", "migration.failFastExitCodes.1"},
+		{"an unknown hook delete policy", "migration: {hookDeletePolicy: always}", "migration.hookDeletePolicy"},
+		{"a hook weight given as a string", `migration: {hookWeight: "5"}`, "migration.hookWeight"},
+		{"zero records kept", "migration: {keepRecords: 0}", "migration.keepRecords"},
+		{"an unknown pull policy", "image: {pullPolicy: Sometimes}", "image.pullPolicy"},
+		{"a gate timeout that is no duration", "gate: {timeout: 15 minutes}", "gate.timeout"},
+		{"a service port out of range", "service: {port: 70000}", "service.port"},
+		{"an unknown service type", "service: {type: ExternalName}", "service.type"},
+		{"container port 0", "containerPort: 0", "containerPort"},
+		{"migration.enabled given as a string", `migration: {enabled: "yes"}`, "migration.enabled"},
+		{"an env entry without a name", "env: [{value: x}]", "env.0.name"},
+		{"a database user with a space", "postgresql: {auth: {username: my user}}", "postgresql.auth.username"},
+		{"a volume size that is no quantity", "postgresql: {persistence: {size: lots}}", "postgresql.persistence.size"},
+		{"an image tag with a space", "image: {tag: v 1}", "image.tag"},
+		{"an empty URL env name", `database: {urlEnvName: ""}`, "database.urlEnvName"},
+		{"both budget bounds", "podDisruptionBudget: {minAvailable: 1, maxUnavailable: 1}", "podDisruptionBudget.minAvailable"},
+		{"a budget bound that is no percentage", "podDisruptionBudget: {minAvailable: half, maxUnavailable: null}", "podDisruptionBudget.minAvailable"},
+		{"argocd mode with a generated password", "migration: {mode: argocd}", "postgresql.auth.password"},
+		{"gate command mode without a command", "gate: {mode: command, args: []}", "gate.command"},
+		{"an invalid name override", "nameOverride: Bad_Name", "nameOverride"},
+		{"tests.enabled given as a string", `tests: {enabled: "true"}`, "tests.enabled"},
+		{"a probe given as a string", `readinessProbe: "/readyz"`, "readinessProbe"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, upgrade := range []bool{false, true} {
+				_, err := renderValues(renderOptions{values: c.values, upgrade: upgrade})
+				if err == nil {
+					t.Fatalf("values %q (upgrade=%v) rendered without error", c.values, upgrade)
+				}
+				if !namesValue(err.Error(), c.path) {
+					t.Errorf("error does not name %s:\n%v", c.path, err)
+				}
+				if !upgrade {
+					t.Logf("%v", err)
+				}
+			}
+		})
+	}
+}
+
+// namesValue reports whether msg names the dotted path: as written, as a JSON pointer, or (for a key
+// that is not allowed) as its parent pointer plus the quoted key.
+func namesValue(msg, path string) bool {
+	if strings.Contains(msg, path) {
+		return true
+	}
+	pointer := "/" + strings.ReplaceAll(path, ".", "/")
+	if strings.Contains(msg, "'"+pointer+"'") || strings.Contains(msg, pointer+"'") || strings.Contains(msg, pointer+":") {
+		return true
+	}
+	i := strings.LastIndex(pointer, "/")
+	parent, leaf := pointer[:i], pointer[i+1:]
+	if parent == "" {
+		parent = "''"
+	} else {
+		parent = "'" + parent + "'"
+	}
+	return strings.Contains(msg, "at "+parent) && strings.Contains(msg, "'"+leaf+"'")
+}
+
+// The same check must not accept an unrelated message.
+func TestTheBadValuesCheckRejectsAnErrorThatNamesAnotherValue(t *testing.T) {
+	_, err := renderValues(renderOptions{values: "migration: {backoffLimit: -1}"})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if namesValue(err.Error(), "migration.activeDeadlineSeconds") || namesValue(err.Error(), "replicaCount") {
+		t.Errorf("the check accepts an error about another value:\n%v", err)
+	}
+}

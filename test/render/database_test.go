@@ -1,0 +1,190 @@
+package render
+
+import (
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Behaviour 4: the embedded PostgreSQL.
+func TestTheEmbeddedDatabaseIsAStatefulSetWithItsServicesAndSecret(t *testing.T) {
+	name := fullname + "-postgresql"
+
+	t.Run("one replica of premigrate/postgres:15 with its credentials and data directory", func(t *testing.T) {
+		r := render(t, renderOptions{})
+		sts := mustFind[*appsv1.StatefulSet](t, r, "StatefulSet", name)
+		if *sts.Spec.Replicas != 1 {
+			t.Errorf("replicas %d", *sts.Spec.Replicas)
+		}
+		pg := container(t, sts.Spec.Template.Spec.Containers, "postgresql")
+		if pg.Image != "premigrate/postgres:15" {
+			t.Errorf("image %q", pg.Image)
+		}
+		for k, v := range map[string]string{"POSTGRES_USER": "premigrate", "POSTGRES_DB": "premigrate", "PGDATA": "/var/lib/postgresql/data/pgdata"} {
+			if e, ok := envVar(pg.Env, k); !ok || e.Value != v {
+				t.Errorf("env %s = %+v, want %q", k, e, v)
+			}
+		}
+		assertSecretEnv(t, pg.Env, "POSTGRES_PASSWORD", name, "password")
+		if !selects(sts.Spec.Selector.MatchLabels, sts.Spec.Template.Labels) {
+			t.Error("the StatefulSet does not select its own pods")
+		}
+	})
+
+	t.Run("the pod runs as postgres 999 on a read-only root with emptyDirs for /tmp and the socket", func(t *testing.T) {
+		sts := mustFind[*appsv1.StatefulSet](t, render(t, renderOptions{}), "StatefulSet", name)
+		psc := sts.Spec.Template.Spec.SecurityContext
+		if psc == nil || *psc.RunAsUser != 999 || *psc.RunAsGroup != 999 {
+			t.Fatalf("pod security context %+v", psc)
+		}
+		pg := container(t, sts.Spec.Template.Spec.Containers, "postgresql")
+		if pg.SecurityContext == nil || pg.SecurityContext.ReadOnlyRootFilesystem == nil || !*pg.SecurityContext.ReadOnlyRootFilesystem {
+			t.Errorf("root filesystem is writable")
+		}
+		mounts := map[string]string{}
+		for _, m := range pg.VolumeMounts {
+			mounts[m.MountPath] = m.Name
+		}
+		vols := map[string]corev1.Volume{}
+		for _, v := range sts.Spec.Template.Spec.Volumes {
+			vols[v.Name] = v
+		}
+		for _, path := range []string{"/tmp", "/var/run/postgresql"} {
+			v, ok := vols[mounts[path]]
+			if !ok || v.EmptyDir == nil {
+				t.Errorf("%s is not an emptyDir: %+v", path, v)
+			}
+		}
+		if mounts["/var/lib/postgresql/data"] != "data" {
+			t.Errorf("data mount %v", mounts)
+		}
+	})
+
+	t.Run("the data lives on a claim of persistence.size or on an emptyDir", func(t *testing.T) {
+		sts := mustFind[*appsv1.StatefulSet](t, render(t, renderOptions{}), "StatefulSet", name)
+		if len(sts.Spec.VolumeClaimTemplates) != 1 {
+			t.Fatalf("claims %+v", sts.Spec.VolumeClaimTemplates)
+		}
+		claim := sts.Spec.VolumeClaimTemplates[0]
+		if claim.Name != "data" || claim.Spec.Resources.Requests.Storage().String() != "1Gi" || claim.Spec.StorageClassName != nil {
+			t.Errorf("claim %+v", claim)
+		}
+		sts = mustFind[*appsv1.StatefulSet](t, render(t, renderOptions{values: "postgresql: {persistence: {size: 5Gi, storageClass: fast}}"}), "StatefulSet", name)
+		claim = sts.Spec.VolumeClaimTemplates[0]
+		if claim.Spec.Resources.Requests.Storage().String() != "5Gi" || claim.Spec.StorageClassName == nil || *claim.Spec.StorageClassName != "fast" {
+			t.Errorf("configured claim %+v", claim.Spec)
+		}
+		sts = mustFind[*appsv1.StatefulSet](t, render(t, renderOptions{values: "postgresql: {persistence: {storageClass: '-'}}"}), "StatefulSet", name)
+		if sc := sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName; sc == nil || *sc != "" {
+			t.Errorf("storageClass '-' gives %v, want the empty string", sc)
+		}
+		r := render(t, renderOptions{values: "postgresql: {persistence: {enabled: false}}"})
+		sts = mustFind[*appsv1.StatefulSet](t, r, "StatefulSet", name)
+		if len(sts.Spec.VolumeClaimTemplates) != 0 {
+			t.Errorf("claims without persistence: %+v", sts.Spec.VolumeClaimTemplates)
+		}
+		found := false
+		for _, v := range sts.Spec.Template.Spec.Volumes {
+			if v.Name == "data" && v.EmptyDir != nil {
+				found = true
+			}
+		}
+		if !found {
+			t.Error("no data emptyDir without persistence")
+		}
+		if _, ok := mustFind[*corev1.Secret](t, r, "Secret", name).Annotations["helm.sh/resource-policy"]; ok {
+			t.Error("the Secret is kept after uninstall although no volume outlives it")
+		}
+	})
+
+	t.Run("readiness and liveness run pg_isready against the configured user and database", func(t *testing.T) {
+		sts := mustFind[*appsv1.StatefulSet](t, render(t, renderOptions{values: "postgresql: {auth: {username: app, database: appdb}}"}), "StatefulSet", name)
+		pg := container(t, sts.Spec.Template.Spec.Containers, "postgresql")
+		want := []string{"pg_isready", "-U", "app", "-d", "appdb", "-h", "127.0.0.1", "-p", "5432"}
+		for what, p := range map[string]*corev1.Probe{"readiness": pg.ReadinessProbe, "liveness": pg.LivenessProbe} {
+			if p == nil || p.Exec == nil || !equalStrings(p.Exec.Command, want) {
+				t.Errorf("%s probe %+v, want exec %v", what, p, want)
+			}
+		}
+	})
+
+	t.Run("a ClusterIP and a headless Service expose port 5432", func(t *testing.T) {
+		r := render(t, renderOptions{})
+		sts := mustFind[*appsv1.StatefulSet](t, r, "StatefulSet", name)
+		svc := mustFind[*corev1.Service](t, r, "Service", name)
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 5432 {
+			t.Errorf("service %+v", svc.Spec)
+		}
+		hl := mustFind[*corev1.Service](t, r, "Service", name+"-headless")
+		if hl.Spec.ClusterIP != corev1.ClusterIPNone || hl.Spec.Ports[0].Port != 5432 {
+			t.Errorf("headless service %+v", hl.Spec)
+		}
+		if sts.Spec.ServiceName != hl.Name {
+			t.Errorf("serviceName %q, want %q", sts.Spec.ServiceName, hl.Name)
+		}
+		for _, s := range []*corev1.Service{svc, hl} {
+			if !selects(s.Spec.Selector, sts.Spec.Template.Labels) {
+				t.Errorf("%s does not select the database pod", s.Name)
+			}
+		}
+	})
+
+	t.Run("the Secret holds the password and a URL to the Service", func(t *testing.T) {
+		r := render(t, renderOptions{values: "postgresql: {auth: {username: app, password: 'p@ss word+/', database: appdb}}"})
+		sec := mustFind[*corev1.Secret](t, r, "Secret", name)
+		if string(sec.Data["password"]) != "p@ss word+/" {
+			t.Errorf("password %q", sec.Data["password"])
+		}
+		u, err := url.Parse(string(sec.Data["url"]))
+		if err != nil {
+			t.Fatalf("url %q: %v", sec.Data["url"], err)
+		}
+		pw, _ := u.User.Password()
+		if u.Scheme != "postgres" || u.User.Username() != "app" || pw != "p@ss word+/" || u.Host != name+":5432" ||
+			u.Path != "/appdb" || u.Query().Get("sslmode") != "disable" {
+			t.Errorf("url %q parses to user %q password %q host %q path %q", sec.Data["url"], u.User.Username(), pw, u.Host, u.Path)
+		}
+	})
+
+	t.Run("a generated password has 24 alphanumeric characters", func(t *testing.T) {
+		sec := mustFind[*corev1.Secret](t, render(t, renderOptions{}), "Secret", name)
+		if !regexp.MustCompile(`^[A-Za-z0-9]{24}$`).Match(sec.Data["password"]) {
+			t.Errorf("generated password %q", sec.Data["password"])
+		}
+		if !strings.Contains(string(sec.Data["url"]), ":"+string(sec.Data["password"])+"@") {
+			t.Errorf("url %q does not carry the password", sec.Data["url"])
+		}
+		if sec.Annotations["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("the Secret of a persistent database is not kept: %v", sec.Annotations)
+		}
+	})
+}
+
+// The password is reused from the existing Secret through `lookup`, so an upgrade never changes it.
+func TestTheDatabasePasswordIsKeptFromTheExistingSecret(t *testing.T) {
+	name := fullname + "-postgresql"
+	for _, upgrade := range []bool{false, true} {
+		r := render(t, renderOptions{upgrade: upgrade, existing: []runtime.Object{existingPasswordSecret("kept-password")}})
+		sec := mustFind[*corev1.Secret](t, r, "Secret", name)
+		if string(sec.Data["password"]) != "kept-password" {
+			t.Errorf("upgrade=%v: password %q, want the existing one", upgrade, sec.Data["password"])
+		}
+		if !strings.Contains(string(sec.Data["url"]), ":kept-password@") {
+			t.Errorf("upgrade=%v: url %q", upgrade, sec.Data["url"])
+		}
+	}
+	r := render(t, renderOptions{values: "postgresql: {auth: {password: explicit}}", existing: []runtime.Object{existingPasswordSecret("kept-password")}})
+	if got := string(mustFind[*corev1.Secret](t, r, "Secret", name).Data["password"]); got != "explicit" {
+		t.Errorf("postgresql.auth.password %q does not win over the existing Secret", got)
+	}
+	a := mustFind[*corev1.Secret](t, render(t, renderOptions{}), "Secret", name)
+	b := mustFind[*corev1.Secret](t, render(t, renderOptions{}), "Secret", name)
+	if string(a.Data["password"]) == string(b.Data["password"]) {
+		t.Error("two renders without an existing Secret generated the same password")
+	}
+}

@@ -1,0 +1,151 @@
+package render
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Behaviour 8: NOTES.txt explains the run and the helm test Pod probes the Service.
+func TestTheNotesAndTheTestPodExplainAndProbeTheRelease(t *testing.T) {
+	t.Run("the notes name the mode, the identity, the log command and what to do on failure", func(t *testing.T) {
+		for _, c := range []struct {
+			name, values string
+			upgrade      bool
+			mode         string
+		}{
+			{"hook install", "", false, "Migration mode: hook"},
+			{"hook upgrade", "", true, "Migration mode: hook"},
+			{"job", "migration: {mode: job}", false, "Migration mode: job"},
+			{"argocd", argoValues, false, "Migration mode: argocd"},
+		} {
+			r := render(t, renderOptions{values: c.values, upgrade: c.upgrade})
+			job := r.job(t)
+			id := identityOf(t, r)
+			for _, want := range []string{
+				c.mode,
+				"Migration identity: " + id,
+				"kubectl -n " + namespace + " logs job/" + job.Name + " -c migrate",
+				"If the migration failed",
+				"describe job/" + job.Name,
+			} {
+				if !strings.Contains(r.notes, want) {
+					t.Errorf("%s: notes lack %q:\n%s", c.name, want, r.notes)
+				}
+			}
+		}
+		r := render(t, renderOptions{values: "migration: {enabled: false}"})
+		if !strings.Contains(r.notes, "Migration: disabled") || strings.Contains(r.notes, "logs job/") {
+			t.Errorf("notes of a disabled migration:\n%s", r.notes)
+		}
+	})
+
+	t.Run("the test Pod runs gate probe against the Service's /readyz", func(t *testing.T) {
+		r := render(t, renderOptions{values: "service: {port: 8088}"})
+		pod := mustFind[*corev1.Pod](t, r, "Pod", fullname+"-test")
+		if pod.Annotations["helm.sh/hook"] != "test" {
+			t.Errorf("annotations %v", pod.Annotations)
+		}
+		if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+			t.Errorf("restartPolicy %q", pod.Spec.RestartPolicy)
+		}
+		c := container(t, pod.Spec.Containers, "probe")
+		if c.Image != "premigrate/gate:0.1.0" || !equalStrings(c.Command, []string{"/gate"}) {
+			t.Errorf("image %q command %v", c.Image, c.Command)
+		}
+		if !containsSeq(c.Args, "probe", "--url", "http://"+fullname+":8088/readyz") {
+			t.Errorf("args %v", c.Args)
+		}
+		if problems := restrictedProblems(pod.Spec); len(problems) > 0 {
+			t.Errorf("test pod: %v", problems)
+		}
+		if _, ok := render(t, renderOptions{values: "tests: {enabled: false}"}).find("Pod", fullname+"-test"); ok {
+			t.Error("tests.enabled=false still renders the test Pod")
+		}
+	})
+}
+
+// Behaviour 9: chart-testing values files exist for the default, job mode and gate command mode, and
+// each renders on install and upgrade.
+func TestTheChartTestingValuesFilesRender(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, f := range files {
+		have[filepath.Base(f)] = true
+	}
+	for _, want := range []string{"default-values.yaml", "job-mode-values.yaml", "gate-command-values.yaml"} {
+		if !have[want] {
+			t.Errorf("ci/%s is missing (have %v)", want, have)
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, upgrade := range []bool{false, true} {
+			r, err := renderValues(renderOptions{values: string(b), upgrade: upgrade})
+			if err != nil {
+				t.Errorf("%s (upgrade=%v): %v", filepath.Base(f), upgrade, err)
+				continue
+			}
+			if _, ok := r.find("Pod", fullname+"-test"); !ok {
+				t.Errorf("%s: no helm test Pod for ct install", filepath.Base(f))
+			}
+		}
+	}
+	job := render(t, renderOptions{values: readChartFile(t, "ci/job-mode-values.yaml")}).job(t)
+	if !strings.HasPrefix(job.Name, fullname+"-migrate-") {
+		t.Errorf("ci/job-mode-values.yaml does not select job mode: %s", job.Name)
+	}
+	d := render(t, renderOptions{values: readChartFile(t, "ci/gate-command-values.yaml")}).deployment(t)
+	if w := container(t, d.Spec.Template.Spec.InitContainers, "wait-for-migration"); w.Image != "premigrate/demo:0.1.0" {
+		t.Errorf("ci/gate-command-values.yaml does not select gate command mode: %s", w.Image)
+	}
+}
+
+// Behaviour 10: the README explains the design and carries the helm-docs values table.
+func TestTheReadmeExplainsTheDesignAndListsEveryValue(t *testing.T) {
+	readme := readChartFile(t, "README.md")
+	tmpl := readChartFile(t, "README.md.gotmpl")
+	for _, want := range []string{`{{ template "chart.valuesSection" . }}`, `{{ template "chart.header" . }}`} {
+		if !strings.Contains(tmpl, want) {
+			t.Errorf("README.md.gotmpl lacks %s", want)
+		}
+	}
+	for _, want := range []string{
+		"before-hook-creation",
+		"pre-install",
+		"deadlock",
+		"ttlSecondsAfterFinished",
+		"PreSync",
+		"Sync",
+		"-migrations",
+		"| Key | Type | Default | Description |",
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md does not mention %q", want)
+		}
+	}
+	// The hand-written part of the template and the README agree (the table is generated).
+	intro := strings.SplitN(tmpl, "{{ template \"chart.valuesSection\" . }}", 2)[0]
+	for _, line := range strings.Split(intro, "\n") {
+		if strings.HasPrefix(line, "## ") && !strings.Contains(readme, line) {
+			t.Errorf("README.md lacks the section %q of README.md.gotmpl", line)
+		}
+	}
+	documented, _ := documentedPaths(t)
+	for _, p := range documented {
+		row := regexp.MustCompile(`(?m)^\| ` + regexp.QuoteMeta(p) + ` \| [a-z]+ \| `)
+		if !row.MatchString(readme) {
+			t.Errorf("README.md values table has no row for %s", p)
+		}
+	}
+}

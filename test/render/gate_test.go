@@ -1,0 +1,131 @@
+package render
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// Behaviour 5: the gate holds the app pods until the migration for their identity succeeded.
+func TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded(t *testing.T) {
+	t.Run("job mode waits with the gate image for the identity", func(t *testing.T) {
+		r := render(t, renderOptions{})
+		id := identityOf(t, r)
+		pod := r.deployment(t).Spec.Template
+		if pod.Annotations["premigrate.io/identity"] != id {
+			t.Errorf("pod identity annotation %q, want %q", pod.Annotations["premigrate.io/identity"], id)
+		}
+		if len(pod.Spec.InitContainers) != 1 {
+			t.Fatalf("init containers %d", len(pod.Spec.InitContainers))
+		}
+		w := container(t, pod.Spec.InitContainers, "wait-for-migration")
+		if w.Image != "premigrate/gate:0.1.0" || !equalStrings(w.Command, []string{"/gate"}) {
+			t.Errorf("gate image %q command %v", w.Image, w.Command)
+		}
+		want := []string{"wait", "--identity", id, "--records", fullname + "-migrations",
+			"--selector", "app.kubernetes.io/instance=" + releaseName + ",premigrate.io/identity=" + id,
+			"--timeout", "15m", "--progress-interval", "10s"}
+		if !equalStrings(w.Args, want) {
+			t.Errorf("gate args\n got %v\nwant %v", w.Args, want)
+		}
+		if e, ok := envVar(w.Env, "POD_NAMESPACE"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+			t.Errorf("POD_NAMESPACE %+v", e)
+		}
+	})
+
+	t.Run("the gate image, timeout and resources are configurable", func(t *testing.T) {
+		r := render(t, renderOptions{values: `
+gate:
+  image: {repository: registry.local/gate, digest: ` + testDigest + `, pullPolicy: Never}
+  timeout: 30m
+  progressInterval: 5s
+  resources: {limits: {memory: 32Mi}}
+`})
+		w := container(t, r.deployment(t).Spec.Template.Spec.InitContainers, "wait-for-migration")
+		if w.Image != "registry.local/gate@"+testDigest || w.ImagePullPolicy != corev1.PullNever {
+			t.Errorf("image %q policy %q", w.Image, w.ImagePullPolicy)
+		}
+		if !containsSeq(w.Args, "--timeout", "30m") || !containsSeq(w.Args, "--progress-interval", "5s") {
+			t.Errorf("args %v", w.Args)
+		}
+		if w.Resources.Limits.Memory().String() != "32Mi" {
+			t.Errorf("resources %+v", w.Resources)
+		}
+		rec := container(t, r.job(t).Spec.Template.Spec.Containers, "record")
+		if rec.Image != w.Image {
+			t.Errorf("record image %q differs from the gate image %q", rec.Image, w.Image)
+		}
+	})
+
+	t.Run("job mode binds a read-only Role on Jobs and the records ConfigMap to the app ServiceAccount", func(t *testing.T) {
+		r := render(t, renderOptions{})
+		role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-gate")
+		if len(role.Rules) != 2 {
+			t.Fatalf("rules %+v", role.Rules)
+		}
+		jobs, cms := role.Rules[0], role.Rules[1]
+		if !equalStrings(jobs.APIGroups, []string{"batch"}) || !equalStrings(jobs.Resources, []string{"jobs"}) ||
+			len(jobs.ResourceNames) != 0 || !equalStrings(jobs.Verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("jobs rule %+v", jobs)
+		}
+		if !equalStrings(cms.APIGroups, []string{""}) || !equalStrings(cms.Resources, []string{"configmaps"}) ||
+			!equalStrings(cms.ResourceNames, []string{fullname + "-migrations"}) || !equalStrings(cms.Verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("configmaps rule %+v", cms)
+		}
+		rb := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", fullname+"-gate")
+		if rb.RoleRef.Name != fullname+"-gate" || len(rb.Subjects) != 1 || rb.Subjects[0].Kind != "ServiceAccount" ||
+			rb.Subjects[0].Name != r.deployment(t).Spec.Template.Spec.ServiceAccountName || rb.Subjects[0].Namespace != namespace {
+			t.Errorf("binding %+v", rb)
+		}
+	})
+
+	t.Run("command mode runs migrate status in the app image with the app env and needs no RBAC", func(t *testing.T) {
+		r := render(t, renderOptions{values: `
+image: {tag: v4}
+env: [{name: DEMO_FLAG, value: "on"}]
+envFrom: [{configMapRef: {name: extra}}]
+gate: {mode: command}
+`})
+		w := container(t, r.deployment(t).Spec.Template.Spec.InitContainers, "wait-for-migration")
+		if w.Image != "premigrate/demo:v4" || !equalStrings(w.Args, []string{"migrate", "status"}) || len(w.Command) != 0 {
+			t.Errorf("image %q command %v args %v", w.Image, w.Command, w.Args)
+		}
+		if !equalStrings(envNames(w.Env), []string{"DATABASE_URL", "DEMO_FLAG"}) || len(w.EnvFrom) != 1 {
+			t.Errorf("env %v envFrom %v", envNames(w.Env), w.EnvFrom)
+		}
+		for _, kind := range []string{"Role", "RoleBinding"} {
+			if _, ok := r.find(kind, fullname+"-gate"); ok {
+				t.Errorf("command mode renders %s %s-gate", kind, fullname)
+			}
+		}
+		r = render(t, renderOptions{values: "command: [/demo]\ngate: {mode: command, args: [check]}"})
+		w = container(t, r.deployment(t).Spec.Template.Spec.InitContainers, "wait-for-migration")
+		if !equalStrings(w.Command, []string{"/demo"}) || !equalStrings(w.Args, []string{"check"}) {
+			t.Errorf("command %v args %v", w.Command, w.Args)
+		}
+	})
+
+	t.Run("none mode adds no init container and no RBAC but keeps the identity annotation", func(t *testing.T) {
+		r := render(t, renderOptions{values: "gate: {mode: none}"})
+		pod := r.deployment(t).Spec.Template
+		if len(pod.Spec.InitContainers) != 0 {
+			t.Errorf("init containers %v", pod.Spec.InitContainers)
+		}
+		if pod.Annotations["premigrate.io/identity"] != identityOf(t, r) {
+			t.Error("identity annotation missing")
+		}
+		if _, ok := r.find("Role", fullname+"-gate"); ok {
+			t.Error("none mode renders the gate Role")
+		}
+	})
+}
+
+func containsSeq(args []string, seq ...string) bool {
+	for i := 0; i+len(seq) <= len(args); i++ {
+		if equalStrings(args[i:i+len(seq)], seq) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,224 @@
+package render
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// `helm lint --strict`, through the SDK, for the defaults and every chart-testing values file.
+func TestTheChartPassesStrictLint(t *testing.T) {
+	sets := map[string]map[string]any{"defaults": nil}
+	files, _ := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	for _, f := range files {
+		vals, err := chartutil.ReadValuesFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets[filepath.Base(f)] = vals.AsMap()
+	}
+	argo, _ := chartutil.ReadValues([]byte(argoValues))
+	sets["argocd"] = argo.AsMap()
+	for name, vals := range sets {
+		lint := action.NewLint()
+		lint.Strict = true
+		lint.Namespace = namespace
+		kv := kubeVersion
+		lint.KubeVersion = &kv
+		res := lint.Run([]string{chartDir}, vals)
+		if res.TotalChartsLinted != 1 {
+			t.Errorf("%s: linted %d charts", name, res.TotalChartsLinted)
+		}
+		for _, err := range res.Errors {
+			t.Errorf("%s: %v", name, err)
+		}
+		for _, m := range res.Messages {
+			t.Logf("%s: %s", name, m)
+		}
+	}
+	// Strict lint fails a broken value, so the test above can fail.
+	lint := action.NewLint()
+	lint.Strict = true
+	res := lint.Run([]string{chartDir}, map[string]any{"migration": map[string]any{"mode": "nope"}})
+	if len(res.Errors) == 0 {
+		t.Error("lint accepted migration.mode=nope")
+	}
+}
+
+// A client-only `helm install --dry-run` through the SDK sorts the objects into hooks and manifest the
+// way the design needs: support objects before the Job, the records ConfigMap on pre-install only.
+func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
+	install := func(values string, upgrade bool) *release.Release {
+		t.Helper()
+		cfg := &action.Configuration{Releases: storage.Init(driver.NewMemory()), Capabilities: chartutil.DefaultCapabilities.Copy()}
+		in := action.NewInstall(cfg)
+		in.DryRun = true
+		in.ClientOnly = true
+		in.IsUpgrade = upgrade
+		in.ReleaseName = releaseName
+		in.Namespace = namespace
+		kv := kubeVersion
+		in.KubeVersion = &kv
+		ch, err := loadChart()
+		if err != nil {
+			t.Fatal(err)
+		}
+		vals, err := chartutil.ReadValues([]byte(values))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, err := in.Run(ch, vals.AsMap())
+		if err != nil {
+			t.Fatalf("dry-run install: %v", err)
+		}
+		return rel
+	}
+	hooks := func(rel *release.Release) map[string]string {
+		out := map[string]string{}
+		for _, h := range rel.Hooks {
+			var events []string
+			for _, e := range h.Events {
+				events = append(events, e.String())
+			}
+			sort.Strings(events)
+			out[h.Kind+"/"+h.Name] = strings.Join(events, ",")
+		}
+		return out
+	}
+
+	rel := install(externalDB, false)
+	got := hooks(rel)
+	want := map[string]string{
+		"ConfigMap/" + fullname + "-migrations":   "pre-install",
+		"ServiceAccount/" + fullname + "-migrate": "pre-install,pre-upgrade",
+		"Role/" + fullname + "-migrate":           "pre-install,pre-upgrade",
+		"RoleBinding/" + fullname + "-migrate":    "pre-install,pre-upgrade",
+		"Job/" + fullname + "-migrate":            "pre-install,pre-upgrade",
+		"Pod/" + fullname + "-test":               "test",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("hook %s events %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("hooks %v, want %v", got, want)
+	}
+	// Hooks run by weight: the records ConfigMap, then RBAC, then the Job.
+	weights := map[string]int{}
+	for _, h := range rel.Hooks {
+		weights[h.Kind] = h.Weight
+	}
+	if !(weights["ConfigMap"] < weights["Role"] && weights["Role"] < weights["Job"]) {
+		t.Errorf("hook weights %v", weights)
+	}
+	if !strings.Contains(rel.Manifest, "kind: Deployment") || strings.Contains(rel.Manifest, "kind: Job") {
+		t.Errorf("the release manifest should hold the app and no Job:\n%s", rel.Manifest)
+	}
+
+	// First install with the embedded database: the Job is part of the manifest, not a hook.
+	rel = install("", false)
+	if _, ok := hooks(rel)["Job/"+fullname+"-migrate"]; ok {
+		t.Error("the embedded-database install renders the Job as a hook")
+	}
+	if !strings.Contains(rel.Manifest, "name: "+fullname+"-migrate-") {
+		t.Error("the embedded-database install has no plain identity-named Job")
+	}
+	// Its upgrade: the Job is a pre-upgrade hook again.
+	rel = install("", true)
+	if hooks(rel)["Job/"+fullname+"-migrate"] != "pre-install,pre-upgrade" {
+		t.Errorf("upgrade hooks %v", hooks(rel))
+	}
+	if !strings.Contains(rel.Info.Notes, "Migration mode: hook") {
+		t.Errorf("notes:\n%s", rel.Info.Notes)
+	}
+
+	// The chart refuses clusters older than its kubeVersion.
+	cfg := &action.Configuration{Releases: storage.Init(driver.NewMemory()), Capabilities: chartutil.DefaultCapabilities.Copy()}
+	in := action.NewInstall(cfg)
+	in.DryRun, in.ClientOnly, in.ReleaseName, in.Namespace = true, true, releaseName, namespace
+	in.KubeVersion = &chartutil.KubeVersion{Version: "v1.28.0", Major: "1", Minor: "28"}
+	ch, err := loadChart()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Run(ch, nil); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
+		t.Errorf("install on 1.28: %v, want a kubeVersion error", err)
+	}
+}
+
+// goldenCases are the renders kept under testdata/golden. The embedded database's password comes from
+// an existing Secret so that the files are stable.
+var goldenCases = []struct {
+	file    string
+	values  string
+	upgrade bool
+}{
+	{"default.yaml", "", false},
+	{"hook-upgrade.yaml", "", true},
+	{"hook-external-db.yaml", externalDB, false},
+	{"job.yaml", "migration: {mode: job}", false},
+	{"argocd.yaml", argoValues, false},
+	{"gate-command.yaml", "gate: {mode: command}", false},
+	{"migration-disabled.yaml", "migration: {enabled: false}", false},
+}
+
+// The rendered manifests match testdata/golden (refresh with `go test ./test/render -update`).
+func TestTheRenderedManifestsMatchTheGoldenFiles(t *testing.T) {
+	for _, c := range goldenCases {
+		t.Run(c.file, func(t *testing.T) {
+			r := render(t, renderOptions{values: c.values, upgrade: c.upgrade, existing: []runtime.Object{existingPasswordSecret("golden-password")}})
+			var names []string
+			for name := range r.files {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			var b strings.Builder
+			for _, name := range names {
+				b.WriteString("---\n# Source: " + name + "\n")
+				b.WriteString(strings.TrimSpace(r.files[name]) + "\n")
+			}
+			path := filepath.Join("testdata", "golden", c.file)
+			if *update {
+				if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if string(want) != b.String() {
+				t.Errorf("%s differs from the render (run `go test ./test/render -update` and review the diff):\n%s", path, firstDifference(string(want), b.String()))
+			}
+		})
+	}
+}
+
+func firstDifference(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(w) || i < len(g); i++ {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return "line " + strconv.Itoa(i+1) + ":\n want: " + wl + "\n  got: " + gl
+		}
+	}
+	return ""
+}

@@ -1,0 +1,148 @@
+package render
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// The identity is a hash of what determines the migration: it moves with the image, the command, the
+// args, the env and the database, and stays put for anything else.
+func TestTheIdentityChangesWithWhatDeterminesTheMigrationOnly(t *testing.T) {
+	base := identityOf(t, render(t, renderOptions{}))
+	if !regexpHex10(base) {
+		t.Fatalf("identity %q is not 10 hex characters", base)
+	}
+	changes := map[string]string{
+		"the image tag":         "image: {tag: v2}",
+		"the image digest":      "image: {digest: " + testDigest + "}",
+		"the migration image":   "migration: {image: {repository: registry.local/migrator}}",
+		"the app command":       "command: [/demo]",
+		"the migration command": "migration: {command: [/migrate]}",
+		"the migration args":    "migration: {args: [migrate, --all]}",
+		"the app env":           "env: [{name: DEMO_VERSION, value: \"2\"}]",
+		"the migration env":     "migration: {env: [{name: SCHEMA_ACCEPT_DATA_LOSS, value: \"true\"}]}",
+		"an env value":          "env: [{name: DEMO_VERSION, value: \"3\"}]",
+		"the envFrom":           "envFrom: [{configMapRef: {name: x}}]",
+		"the database":          externalDB,
+		"the database key":      "postgresql: {enabled: false}\ndatabase: {existingSecret: prod-db, existingSecretKey: dsn}",
+	}
+	seen := map[string]string{base: "the defaults"}
+	for what, values := range changes {
+		id := identityOf(t, render(t, renderOptions{values: values}))
+		if id == base {
+			t.Errorf("changing %s keeps the identity %s", what, id)
+		}
+		if other, ok := seen[id]; ok && other != "the defaults" {
+			t.Errorf("changing %s and %s give the same identity %s", what, other, id)
+		}
+		seen[id] = what
+	}
+	same := map[string]string{
+		"replicaCount":       "replicaCount: 7",
+		"the app args":       "args: [serve, --debug]",
+		"resources":          "resources: {limits: {memory: 1Gi}}",
+		"migration limits":   "migration: {backoffLimit: 5, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0}",
+		"the gate":           "gate: {mode: command, timeout: 1h}",
+		"the gate image":     "gate: {image: {tag: other}}",
+		"probes":             "readinessProbe: null",
+		"the upgrade flag":   "",
+		"the migration mode": "migration: {mode: job}",
+		"the service":        "service: {port: 9000}",
+	}
+	for what, values := range same {
+		id := identityOf(t, render(t, renderOptions{values: values, upgrade: what == "the upgrade flag"}))
+		if id != base {
+			t.Errorf("changing %s moves the identity from %s to %s", what, base, id)
+		}
+	}
+}
+
+// The identity shows up everywhere from one definition: Job label, pod template label, app pod
+// annotation, gate flag and selector, migrate env.
+func TestTheIdentityIsTheSameEverywhereItIsRendered(t *testing.T) {
+	for mode, values := range modeValues {
+		if strings.Contains(values, "enabled: false") {
+			continue
+		}
+		r := render(t, renderOptions{values: values})
+		id := identityOf(t, r)
+		job := r.job(t)
+		pod := r.deployment(t).Spec.Template
+		got := map[string]string{
+			"job template label": job.Spec.Template.Labels["premigrate.io/identity"],
+			"app pod annotation": pod.Annotations["premigrate.io/identity"],
+		}
+		m := container(t, job.Spec.Template.Spec.InitContainers, "migrate")
+		if e, ok := envVar(m.Env, "PREMIGRATE_IDENTITY"); ok {
+			got["migrate env"] = e.Value
+		}
+		for what, v := range got {
+			if v != id {
+				t.Errorf("%s: %s is %q, want %q", mode, what, v, id)
+			}
+		}
+		if strings.Contains(values, "gate: {mode: job}") || !strings.Contains(values, "gate:") {
+			w := container(t, pod.Spec.InitContainers, "wait-for-migration")
+			if !containsSeq(w.Args, "--identity", id) || !strings.Contains(strings.Join(w.Args, " "), "premigrate.io/identity="+id) {
+				t.Errorf("%s: gate args %v lack identity %s", mode, w.Args, id)
+			}
+		}
+	}
+}
+
+// Within one mode, a Job name carries the same hook annotations on install and on upgrade, so Helm
+// and Argo CD treat a given Job the same way whatever the release event.
+func TestHookAnnotationsAreTheSameOnInstallAndUpgradeForTheSameJobName(t *testing.T) {
+	compared := map[string]bool{}
+	for mode, values := range modeValues {
+		install := render(t, renderOptions{values: values})
+		upgrade := render(t, renderOptions{values: values, upgrade: true})
+		for _, a := range install.objects {
+			b, ok := upgrade.find(a.kind, a.name())
+			if !ok {
+				continue
+			}
+			if !reflect.DeepEqual(hookAnnotations(a.meta.GetAnnotations()), hookAnnotations(b.meta.GetAnnotations())) {
+				t.Errorf("%s: %s/%s install %v, upgrade %v", mode, a.kind, a.name(),
+					hookAnnotations(a.meta.GetAnnotations()), hookAnnotations(b.meta.GetAnnotations()))
+			}
+			if a.kind == "Job" {
+				compared[mode] = true
+			}
+		}
+	}
+	for _, mode := range []string{"hook external db", "job", "argocd"} {
+		if !compared[mode] {
+			t.Errorf("%s: the Job has different names on install and upgrade", mode)
+		}
+	}
+	// Hook mode with the embedded database: the install Job and the upgrade Job have different names.
+	install := render(t, renderOptions{}).job(t)
+	upgrade := render(t, renderOptions{upgrade: true}).job(t)
+	if install.Name == upgrade.Name {
+		t.Errorf("install and upgrade Jobs share the name %s although one is a hook and one is not", install.Name)
+	}
+}
+
+func hookAnnotations(a map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		if strings.HasPrefix(k, "helm.sh/hook") || strings.HasPrefix(k, "argocd.argoproj.io/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func regexpHex10(s string) bool {
+	if len(s) != 10 {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,291 @@
+package render
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// externalDB renders hook mode with an external database, where every render is a hook.
+const externalDB = `
+postgresql: {enabled: false}
+database: {existingSecret: prod-db, existingSecretKey: url}
+`
+
+// Behaviour 2: the migration Job as design.md describes it.
+func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
+	t.Run("hook mode is a pre-install,pre-upgrade hook named <fullname>-migrate", func(t *testing.T) {
+		for _, upgrade := range []bool{false, true} {
+			job := render(t, renderOptions{values: externalDB, upgrade: upgrade}).job(t)
+			if job.Name != fullname+"-migrate" {
+				t.Errorf("upgrade=%v: name %q", upgrade, job.Name)
+			}
+			want := map[string]string{
+				"helm.sh/hook":                   "pre-install,pre-upgrade",
+				"helm.sh/hook-weight":            "0",
+				"helm.sh/hook-delete-policy":     "before-hook-creation",
+				"helm.sh/hook-output-log-policy": "hook-failed",
+			}
+			assertAnnotations(t, job.Annotations, want)
+		}
+		job := render(t, renderOptions{values: externalDB + "migration: {hookWeight: 5, hookDeletePolicy: 'before-hook-creation,hook-succeeded'}"}).job(t)
+		if job.Annotations["helm.sh/hook-weight"] != "5" || job.Annotations["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
+			t.Errorf("configured hook annotations = %v", job.Annotations)
+		}
+	})
+
+	t.Run("hook mode with the embedded database installs a plain Job named by the identity", func(t *testing.T) {
+		r := render(t, renderOptions{})
+		job := r.job(t)
+		id := identityOf(t, r)
+		if job.Name != fullname+"-migrate-"+id {
+			t.Errorf("name %q, want %s-migrate-%s", job.Name, fullname, id)
+		}
+		for k := range job.Annotations {
+			if strings.HasPrefix(k, "helm.sh/") || strings.HasPrefix(k, "argocd.argoproj.io/") {
+				t.Errorf("plain install Job has annotation %s", k)
+			}
+		}
+		up := render(t, renderOptions{upgrade: true}).job(t)
+		if up.Name != fullname+"-migrate" || up.Annotations["helm.sh/hook"] != "pre-install,pre-upgrade" {
+			t.Errorf("upgrade Job %q annotations %v, want the hook", up.Name, up.Annotations)
+		}
+	})
+
+	t.Run("the Job runs one pod at a time with the configured limits and failure policy", func(t *testing.T) {
+		job := render(t, renderOptions{}).job(t)
+		s := job.Spec
+		if *s.Parallelism != 1 || *s.Completions != 1 || *s.BackoffLimit != 2 || *s.ActiveDeadlineSeconds != 900 {
+			t.Errorf("parallelism %d completions %d backoffLimit %d deadline %d", *s.Parallelism, *s.Completions, *s.BackoffLimit, *s.ActiveDeadlineSeconds)
+		}
+		if s.TTLSecondsAfterFinished != nil {
+			t.Errorf("ttlSecondsAfterFinished = %d, want unset", *s.TTLSecondsAfterFinished)
+		}
+		if s.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+			t.Errorf("restartPolicy = %q", s.Template.Spec.RestartPolicy)
+		}
+		assertFailurePolicy(t, s.PodFailurePolicy, []int32{3})
+
+		job = render(t, renderOptions{values: "migration: {backoffLimit: 0, activeDeadlineSeconds: 1000000, failFastExitCodes: [42, 3, 7]}"}).job(t)
+		if *job.Spec.BackoffLimit != 0 || *job.Spec.ActiveDeadlineSeconds != 1000000 {
+			t.Errorf("configured backoffLimit %d deadline %d", *job.Spec.BackoffLimit, *job.Spec.ActiveDeadlineSeconds)
+		}
+		assertFailurePolicy(t, job.Spec.PodFailurePolicy, []int32{3, 7, 42})
+
+		job = render(t, renderOptions{values: "migration: {failFastExitCodes: []}"}).job(t)
+		assertFailurePolicy(t, job.Spec.PodFailurePolicy, nil)
+	})
+
+	t.Run("ttlSecondsAfterFinished is omitted when null and rendered when 0", func(t *testing.T) {
+		for _, c := range []struct {
+			values string
+			want   *int32
+		}{
+			{"migration: {ttlSecondsAfterFinished: null}", nil},
+			{"migration: {ttlSecondsAfterFinished: 0}", ptr(int32(0))},
+			{"migration: {ttlSecondsAfterFinished: 3600}", ptr(int32(3600))},
+		} {
+			got := render(t, renderOptions{values: c.values}).job(t).Spec.TTLSecondsAfterFinished
+			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
+				t.Errorf("%s: ttl = %v, want %v", c.values, deref(got), deref(c.want))
+			}
+		}
+	})
+
+	t.Run("the migrate init container runs the app image with the app env, the migration env and the identity", func(t *testing.T) {
+		r := render(t, renderOptions{values: `
+image: {tag: v2, digest: ` + testDigest + `}
+command: [/demo]
+env: [{name: A, value: "1"}]
+envFrom: [{secretRef: {name: app-extra}}]
+migration:
+  env: [{name: SCHEMA_ACCEPT_DATA_LOSS, value: "true"}]
+  envFrom: [{configMapRef: {name: mig-extra}}]
+  resources: {requests: {cpu: 10m}}
+`})
+		job := r.job(t)
+		id := identityOf(t, r)
+		spec := job.Spec.Template.Spec
+		if len(spec.InitContainers) != 1 || len(spec.Containers) != 1 {
+			t.Fatalf("init containers %d containers %d, want 1 and 1", len(spec.InitContainers), len(spec.Containers))
+		}
+		m := container(t, spec.InitContainers, "migrate")
+		if m.Image != "premigrate/demo@"+testDigest {
+			t.Errorf("migrate image %q, want the app image with its digest", m.Image)
+		}
+		if !equalStrings(m.Command, []string{"/demo"}) || !equalStrings(m.Args, []string{"migrate"}) {
+			t.Errorf("migrate command %v args %v", m.Command, m.Args)
+		}
+		if want := []string{"DATABASE_URL", "A", "SCHEMA_ACCEPT_DATA_LOSS", "PREMIGRATE_IDENTITY"}; !equalStrings(envNames(m.Env), want) {
+			t.Errorf("migrate env %v, want %v", envNames(m.Env), want)
+		}
+		if e, _ := envVar(m.Env, "PREMIGRATE_IDENTITY"); e.Value != id {
+			t.Errorf("PREMIGRATE_IDENTITY = %q, want %q", e.Value, id)
+		}
+		assertSecretEnv(t, m.Env, "DATABASE_URL", fullname+"-postgresql", "url")
+		if len(m.EnvFrom) != 2 || m.EnvFrom[0].SecretRef.Name != "app-extra" || m.EnvFrom[1].ConfigMapRef.Name != "mig-extra" {
+			t.Errorf("migrate envFrom %+v", m.EnvFrom)
+		}
+		if m.Resources.Requests.Cpu().String() != "10m" {
+			t.Errorf("migrate resources %+v", m.Resources)
+		}
+	})
+
+	t.Run("a migration image and command of its own replace the app's", func(t *testing.T) {
+		job := render(t, renderOptions{values: `
+migration:
+  image: {repository: registry.local/tools/migrator, tag: "2.1", pullPolicy: Always}
+  command: [/migrator]
+  args: [up]
+`}).job(t)
+		m := container(t, job.Spec.Template.Spec.InitContainers, "migrate")
+		if m.Image != "registry.local/tools/migrator:2.1" || m.ImagePullPolicy != corev1.PullAlways {
+			t.Errorf("migrate image %q policy %q", m.Image, m.ImagePullPolicy)
+		}
+		if !equalStrings(m.Command, []string{"/migrator"}) || !equalStrings(m.Args, []string{"up"}) {
+			t.Errorf("migrate command %v args %v", m.Command, m.Args)
+		}
+	})
+
+	t.Run("the record container writes the identity to the records ConfigMap", func(t *testing.T) {
+		r := render(t, renderOptions{values: "migration: {keepRecords: 7}\ngate: {image: {tag: dev}}"})
+		job := r.job(t)
+		id := identityOf(t, r)
+		rec := container(t, job.Spec.Template.Spec.Containers, "record")
+		if rec.Image != "premigrate/gate:dev" || !equalStrings(rec.Command, []string{"/gate"}) {
+			t.Errorf("record image %q command %v", rec.Image, rec.Command)
+		}
+		want := []string{"record", "--identity", id, "--records", fullname + "-migrations", "--job", "$(JOB_NAME)", "--keep", "7"}
+		if !equalStrings(rec.Args, want) {
+			t.Errorf("record args %v, want %v", rec.Args, want)
+		}
+		if e, ok := envVar(rec.Env, "JOB_NAME"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.labels['batch.kubernetes.io/job-name']" {
+			t.Errorf("JOB_NAME = %+v", e)
+		}
+		if e, ok := envVar(rec.Env, "POD_NAMESPACE"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+			t.Errorf("POD_NAMESPACE = %+v", e)
+		}
+	})
+
+	t.Run("the Job and its pods carry the gate's selector labels", func(t *testing.T) {
+		r := render(t, renderOptions{})
+		job := r.job(t)
+		id := identityOf(t, r)
+		for where, l := range map[string]map[string]string{"job": job.Labels, "pod template": job.Spec.Template.Labels} {
+			if l["app.kubernetes.io/instance"] != releaseName || l["app.kubernetes.io/component"] != "migration" || l["premigrate.io/identity"] != id {
+				t.Errorf("%s labels %v", where, l)
+			}
+		}
+		for _, k := range []string{"helm.sh/chart", "app.kubernetes.io/version"} {
+			if _, ok := job.Spec.Template.Labels[k]; ok {
+				t.Errorf("pod template has the changing label %s (the Job template is immutable)", k)
+			}
+		}
+	})
+
+	t.Run("the migration ServiceAccount may only update the records ConfigMap", func(t *testing.T) {
+		r := render(t, renderOptions{})
+		job := r.job(t)
+		if job.Spec.Template.Spec.ServiceAccountName != fullname+"-migrate" {
+			t.Errorf("serviceAccountName %q", job.Spec.Template.Spec.ServiceAccountName)
+		}
+		mustFind[*corev1.ServiceAccount](t, r, "ServiceAccount", fullname+"-migrate")
+		role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-migrate")
+		if len(role.Rules) != 1 {
+			t.Fatalf("rules %+v", role.Rules)
+		}
+		rule := role.Rules[0]
+		if !equalStrings(rule.APIGroups, []string{""}) || !equalStrings(rule.Resources, []string{"configmaps"}) ||
+			!equalStrings(rule.ResourceNames, []string{fullname + "-migrations"}) || !equalStrings(rule.Verbs, []string{"get", "update", "patch"}) {
+			t.Errorf("rule %+v", rule)
+		}
+		rb := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", fullname+"-migrate")
+		if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != fullname+"-migrate" || len(rb.Subjects) != 1 ||
+			rb.Subjects[0].Name != fullname+"-migrate" || rb.Subjects[0].Namespace != namespace {
+			t.Errorf("role binding %+v", rb)
+		}
+		mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")
+	})
+
+	t.Run("in hook mode the support objects are hooks and the records survive upgrades", func(t *testing.T) {
+		for _, upgrade := range []bool{false, true} {
+			r := render(t, renderOptions{upgrade: upgrade})
+			for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+				o, _ := r.find(kind, fullname+"-migrate")
+				assertAnnotations(t, o.meta.GetAnnotations(), map[string]string{
+					"helm.sh/hook":               "pre-install,pre-upgrade",
+					"helm.sh/hook-weight":        "-10",
+					"helm.sh/hook-delete-policy": "before-hook-creation",
+				})
+			}
+			cm := mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")
+			assertAnnotations(t, cm.Annotations, map[string]string{
+				"helm.sh/hook":               "pre-install",
+				"helm.sh/hook-weight":        "-20",
+				"helm.sh/hook-delete-policy": "before-hook-creation",
+			})
+			if len(cm.Data) != 0 || len(cm.BinaryData) != 0 {
+				t.Errorf("records ConfigMap renders data %v", cm.Data)
+			}
+		}
+	})
+}
+
+func assertAnnotations(t *testing.T, got, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("annotation %s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+}
+
+func assertFailurePolicy(t *testing.T, p *batchv1.PodFailurePolicy, codes []int32) {
+	t.Helper()
+	if p == nil {
+		t.Fatal("no podFailurePolicy")
+	}
+	var failJob, ignore int
+	for _, r := range p.Rules {
+		switch r.Action {
+		case batchv1.PodFailurePolicyActionFailJob:
+			failJob++
+			e := r.OnExitCodes
+			if e == nil || e.ContainerName == nil || *e.ContainerName != "migrate" || e.Operator != batchv1.PodFailurePolicyOnExitCodesOpIn {
+				t.Errorf("FailJob rule %+v", r)
+				continue
+			}
+			if len(e.Values) != len(codes) {
+				t.Errorf("exit codes %v, want %v", e.Values, codes)
+				continue
+			}
+			for i := range codes {
+				if e.Values[i] != codes[i] {
+					t.Errorf("exit codes %v, want %v", e.Values, codes)
+				}
+			}
+		case batchv1.PodFailurePolicyActionIgnore:
+			ignore++
+			if len(r.OnPodConditions) != 1 || r.OnPodConditions[0].Type != corev1.DisruptionTarget {
+				t.Errorf("Ignore rule %+v", r)
+			}
+		default:
+			t.Errorf("unexpected rule %+v", r)
+		}
+	}
+	if wantFail := map[bool]int{true: 1, false: 0}[len(codes) > 0]; failJob != wantFail || ignore != 1 {
+		t.Errorf("FailJob rules %d (want %d), Ignore rules %d (want 1)", failJob, wantFail, ignore)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(p *int32) any {
+	if p == nil {
+		return "nil"
+	}
+	return *p
+}
