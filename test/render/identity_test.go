@@ -1,14 +1,15 @@
 package render
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
 )
 
-// The identity is a hash of what determines the migration: it moves with the image, the command, the
-// args, the env and the database, and stays put for anything else.
-func TestTheIdentityChangesWithWhatDeterminesTheMigrationOnly(t *testing.T) {
+// The identity is a hash of the migration Job's spec: it moves with the image, the command, the args, the
+// env, the database and the rest of the Job's pod template, and stays put for anything else.
+func TestTheIdentityChangesWithTheMigrationJobSpecOnly(t *testing.T) {
 	base := identityOf(t, render(t, renderOptions{}))
 	if !regexpHex10(base) {
 		t.Fatalf("identity %q is not 10 hex characters", base)
@@ -26,6 +27,9 @@ func TestTheIdentityChangesWithWhatDeterminesTheMigrationOnly(t *testing.T) {
 		"the envFrom":           "envFrom: [{configMapRef: {name: x}}]",
 		"the database":          externalDB,
 		"the database key":      "postgresql: {enabled: false}\ndatabase: {existingSecret: prod-db, existingSecretKey: dsn}",
+		"migration limits":      "migration: {backoffLimit: 5, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0}",
+		"migration resources":   "migration: {resources: {requests: {cpu: 20m}}}",
+		"the gate image":        "gate: {image: {tag: other}}",
 	}
 	seen := map[string]string{base: "the defaults"}
 	for what, values := range changes {
@@ -42,9 +46,7 @@ func TestTheIdentityChangesWithWhatDeterminesTheMigrationOnly(t *testing.T) {
 		"replicaCount":       "replicaCount: 7",
 		"the app args":       "args: [serve, --debug]",
 		"resources":          "resources: {limits: {memory: 1Gi}}",
-		"migration limits":   "migration: {backoffLimit: 5, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0}",
 		"the gate":           "gate: {mode: command, timeout: 1h}",
-		"the gate image":     "gate: {image: {tag: other}}",
 		"probes":             "readinessProbe: null",
 		"the upgrade flag":   "",
 		"the migration mode": "migration: {mode: job}",
@@ -145,4 +147,42 @@ func regexpHex10(s string) bool {
 		}
 	}
 	return true
+}
+
+// In job mode the Job's name carries the identity, so one name must always mean one pod template: kubectl
+// apply of a rendering whose Job spec changed creates a new Job instead of patching an immutable one.
+func TestInJobModeOneJobNameAlwaysMeansOneJobSpec(t *testing.T) {
+	variations := []string{
+		"",
+		"image: {tag: v2}",
+		"migration: {resources: {requests: {cpu: 20m}}}",
+		"migration: {resources: {limits: {memory: 64Mi}}}",
+		"migration: {backoffLimit: 4}",
+		"migration: {activeDeadlineSeconds: 120}",
+		"migration: {ttlSecondsAfterFinished: 30}",
+		"migration: {failFastExitCodes: [3, 4]}",
+		"migration: {keepRecords: 5}",
+		"gate: {image: {tag: other}}",
+		"gate: {image: {pullPolicy: Always}}",
+		"gate: {resources: {requests: {cpu: 5m}}}",
+		"imagePullSecrets: [{name: regcred}]",
+		"replicaCount: 5",
+		"gate: {timeout: 1h}",
+	}
+	specs := map[string]string{}
+	for _, v := range variations {
+		values := "migration: {mode: job}\n" + v
+		if strings.HasPrefix(v, "migration: {") {
+			values = "migration: {mode: job, " + strings.TrimPrefix(v, "migration: {")
+		}
+		job := render(t, renderOptions{values: values}).job(t)
+		spec, err := json.Marshal(job.Spec)
+		if err != nil {
+			t.Fatalf("encoding the Job spec: %v", err)
+		}
+		if prev, ok := specs[job.Name]; ok && prev != string(spec) {
+			t.Errorf("values %q render Job %s with a different spec than an earlier rendering of the same name", v, job.Name)
+		}
+		specs[job.Name] = string(spec)
+	}
 }

@@ -160,15 +160,20 @@ The env list of the app container: the database URL, then env.
 {{- end }}
 
 {{/*
-The migration identity: the first 10 hex characters of the sha256 of what determines the migration
-(image, command, args, app env + migration env, envFrom, the database secret). It is the Job's
-premigrate.io/identity label, the app pods' premigrate.io/identity annotation and the gate's --identity.
+The migration identity: the first 10 hex characters of the sha256 of everything the migration Job's pod
+template is made of: what determines the migration (image, command, args, app env + migration env, envFrom,
+the database secret) and the rest of the Job's spec (resources, the record step's image, retries, deadline,
+security contexts, the chart version). So a changed Job spec is always a new identity, and in job mode a new
+Job name: never a patch of an immutable pod template. It is the Job's premigrate.io/identity label, the app
+pods' premigrate.io/identity annotation and the gate's --identity.
 */}}
 {{- define "premigrate.identity" -}}
 {{- $m := .Values.migration -}}
-{{- $database := dict "name" (include "premigrate.databaseSecretName" .) "key" (include "premigrate.databaseSecretKey" .) -}}
-{{- $in := dict "image" (include "premigrate.migrationImage" .) "command" ($m.command | default .Values.command) "args" $m.args "env" (concat .Values.env $m.env) "envFrom" (concat .Values.envFrom $m.envFrom) "database" $database -}}
-{{- toJson $in | sha256sum | trunc 10 -}}
+{{- $database := dict "name" (include "premigrate.databaseSecretName" .) "key" (include "premigrate.databaseSecretKey" .) "env" .Values.database.urlEnvName -}}
+{{- $migration := dict "image" (include "premigrate.migrationImage" .) "pullPolicy" (include "premigrate.migrationPullPolicy" .) "command" ($m.command | default .Values.command) "args" $m.args "env" (concat .Values.env $m.env) "envFrom" (concat .Values.envFrom $m.envFrom) "database" $database -}}
+{{- $job := dict "resources" $m.resources "backoffLimit" $m.backoffLimit "activeDeadlineSeconds" $m.activeDeadlineSeconds "ttl" $m.ttlSecondsAfterFinished "failFast" $m.failFastExitCodes "keepRecords" $m.keepRecords -}}
+{{- $pod := dict "gateImage" (include "premigrate.gateImage" .) "gatePullPolicy" .Values.gate.image.pullPolicy "gateResources" .Values.gate.resources "podSecurityContext" .Values.podSecurityContext "securityContext" .Values.securityContext "imagePullSecrets" .Values.imagePullSecrets "chart" .Chart.Version -}}
+{{- toJson (dict "migration" $migration "job" $job "pod" $pod) | sha256sum | trunc 10 -}}
 {{- end }}
 
 {{/*

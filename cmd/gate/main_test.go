@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/premigrate/premigrate/internal/gate"
+)
+
+const identity = "abc123def0"
+
+func job(cond batchv1.JobConditionType) *batchv1.Job {
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "shop-app-migrate-" + identity, Namespace: "shop",
+			Labels: map[string]string{"app.kubernetes.io/instance": "shop", "premigrate.io/identity": identity},
+		},
+		Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{
+			Type: cond, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit",
+		}}},
+	}
+}
+
+func recordsConfigMap() *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shop-app-migrations", Namespace: "shop"}}
+}
+
+type harness struct {
+	cs             *fake.Clientset
+	stdout, stderr bytes.Buffer
+	env            *env
+}
+
+func newHarness(objects ...runtime.Object) *harness {
+	h := &harness{cs: fake.NewClientset(objects...)}
+	h.env = &env{
+		stdout:        &h.stdout,
+		stderr:        &h.stderr,
+		getenv:        func(k string) string { return map[string]string{"POD_NAMESPACE": "shop"}[k] },
+		namespaceFile: "",
+		newClients: func(string, func(string) string) (*apiClients, error) {
+			return &apiClients{
+				jobs:       func(ns string) gate.JobClient { return h.cs.BatchV1().Jobs(ns) },
+				configMaps: func(ns string) configMapClient { return h.cs.CoreV1().ConfigMaps(ns) },
+			}, nil
+		},
+		now: time.Now,
+	}
+	return h
+}
+
+func (h *harness) run(args ...string) int {
+	return run(context.Background(), args, h.env)
+}
+
+func TestWaitExitCodes(t *testing.T) {
+	waitArgs := []string{"wait", "--identity", identity, "--records", "shop-app-migrations",
+		"--selector", "app.kubernetes.io/instance=shop,premigrate.io/identity=" + identity, "--timeout", "300ms"}
+	tests := []struct {
+		name    string
+		objects []runtime.Object
+		args    []string
+		want    int
+		stderr  string
+	}{
+		{name: "exits 0 when the Job is Complete", objects: []runtime.Object{job(batchv1.JobComplete)}, args: waitArgs, want: 0,
+			stderr: "succeeded: Job shop-app-migrate-" + identity + " is Complete"},
+		{name: "exits 1 when the Job Failed", objects: []runtime.Object{job(batchv1.JobFailed), recordsConfigMap()}, args: waitArgs, want: 1,
+			stderr: "kubectl logs -n shop job/shop-app-migrate-" + identity + " -c migrate"},
+		{name: "exits 3 on timeout", args: waitArgs, want: 3, stderr: "timed out after 300ms"},
+		{name: "exits 2 without an identity", args: []string{"wait", "--records", "r"}, want: 2, stderr: "--identity is required"},
+		{name: "exits 2 with an identity that is no ConfigMap key", args: []string{"wait", "--identity", "a/b", "--records", "r"}, want: 2,
+			stderr: "not a valid ConfigMap key"},
+		{name: "exits 2 without the records ConfigMap", args: []string{"wait", "--identity", identity}, want: 2, stderr: "--records is required"},
+		{name: "exits 2 with a selector that does not parse", args: []string{"wait", "--identity", identity, "--records", "r", "--selector", "a in (b"},
+			want: 2, stderr: "selector"},
+		{name: "exits 2 on an unknown flag", args: []string{"wait", "--bogus"}, want: 2, stderr: "flag provided but not defined"},
+		{name: "exits 2 on extra arguments", args: append(append([]string{}, waitArgs...), "extra"), want: 2, stderr: "unexpected arguments"},
+		{name: "exits 2 on an unknown command", args: []string{"launch"}, want: 2, stderr: `unknown command "launch"`},
+		{name: "exits 2 without a command", args: nil, want: 2, stderr: "Usage: gate <command>"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(tt.objects...)
+			if got := h.run(tt.args...); got != tt.want {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", got, tt.want, &h.stderr)
+			}
+			if !strings.Contains(h.stderr.String(), tt.stderr) {
+				t.Errorf("stderr does not contain %q:\n%s", tt.stderr, &h.stderr)
+			}
+		})
+	}
+}
+
+func TestWaitDefaultsTheSelectorToTheIdentityLabel(t *testing.T) {
+	h := newHarness(job(batchv1.JobComplete))
+	if got := h.run("wait", "--identity", identity, "--records", "shop-app-migrations"); got != 0 {
+		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
+	}
+	if want := `"premigrate.io/identity=` + identity + `"`; !strings.Contains(h.stderr.String(), want) {
+		t.Errorf("stderr does not name the selector %s:\n%s", want, &h.stderr)
+	}
+}
+
+func TestWaitNeedsANamespace(t *testing.T) {
+	h := newHarness()
+	h.env.getenv = func(string) string { return "" }
+	if got := h.run("wait", "--identity", identity, "--records", "r"); got != 2 {
+		t.Fatalf("exit code = %d, want 2", got)
+	}
+	if !strings.Contains(h.stderr.String(), "no namespace") {
+		t.Errorf("stderr does not explain:\n%s", &h.stderr)
+	}
+}
+
+func TestRecordWritesTheRecord(t *testing.T) {
+	h := newHarness(recordsConfigMap())
+	if got := h.run("record", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate-x"); got != 0 {
+		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
+	}
+	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cm.Data[identity], `"job":"shop-app-migrate-x"`) {
+		t.Errorf("record = %q", cm.Data[identity])
+	}
+}
+
+func TestRecordFailsWhenTheConfigMapNeverAppears(t *testing.T) {
+	h := newHarness()
+	got := h.run("record", "--identity", identity, "--records", "shop-app-migrations", "--job", "j", "--wait-for-configmap", "0s")
+	if got != 1 {
+		t.Fatalf("exit code = %d, want 1; stderr:\n%s", got, &h.stderr)
+	}
+	if !strings.Contains(h.stderr.String(), "ConfigMap shop/shop-app-migrations does not exist") {
+		t.Errorf("stderr does not explain:\n%s", &h.stderr)
+	}
+}
+
+func TestRecordRequiresItsFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"record", "--records", "r", "--job", "j"},
+		{"record", "--identity", identity, "--job", "j"},
+		{"record", "--identity", identity, "--records", "r"},
+		{"record", "--identity", identity, "--records", "r", "--job", "j", "--keep", "-1"},
+	} {
+		h := newHarness()
+		if got := h.run(args...); got != 2 {
+			t.Errorf("%v: exit code = %d, want 2", args, got)
+		}
+	}
+}
+
+func TestProbeExitCodes(t *testing.T) {
+	ok := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer ok.Close()
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer broken.Close()
+	tests := []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"exits 0 on a 2xx answer", []string{"probe", "--url", ok.URL}, 0},
+		{"exits 3 on timeout", []string{"probe", "--url", broken.URL, "--timeout", "100ms", "--interval", "10ms"}, 3},
+		{"exits 2 without a URL", []string{"probe"}, 2},
+		{"exits 2 with an invalid URL", []string{"probe", "--url", "ftp://x"}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness()
+			if got := h.run(tt.args...); got != tt.want {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", got, tt.want, &h.stderr)
+			}
+		})
+	}
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	flags := map[string][]string{
+		"wait":   {"namespace", "kubeconfig", "identity", "records", "selector", "timeout", "progress-interval"},
+		"record": {"namespace", "kubeconfig", "identity", "records", "job", "keep", "wait-for-configmap"},
+		"probe":  {"url", "timeout", "interval"},
+	}
+	h := newHarness()
+	if got := h.run("--help"); got != 0 {
+		t.Fatalf("gate --help: exit code %d", got)
+	}
+	all := h.stdout.String()
+	for cmd, names := range flags {
+		h := newHarness()
+		if got := h.run(cmd, "--help"); got != 0 {
+			t.Fatalf("gate %s --help: exit code %d", cmd, got)
+		}
+		for _, name := range names {
+			for where, text := range map[string]string{"gate --help": all, "gate " + cmd + " --help": h.stdout.String()} {
+				if !strings.Contains(text, "-"+name+" ") {
+					t.Errorf("%s does not document --%s", where, name)
+				}
+			}
+		}
+	}
+}
+
+func TestVersionPrintsTheBuildVersion(t *testing.T) {
+	h := newHarness()
+	if got := h.run("version"); got != 0 || h.stdout.String() != "gate dev\n" {
+		t.Errorf("gate version: exit %d, output %q", got, h.stdout.String())
+	}
+}
+
+func TestLogLinesStartWithAnRFC3339TimestampWithMilliseconds(t *testing.T) {
+	var buf bytes.Buffer
+	e := &env{stderr: &buf, now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 678_000_000, time.UTC) }}
+	e.logger()("waiting for %s", "x")
+	if got, want := buf.String(), "2026-01-02T03:04:05.678Z waiting for x\n"; got != want {
+		t.Errorf("log line = %q, want %q", got, want)
+	}
+	h := newHarness(job(batchv1.JobComplete))
+	h.run("wait", "--identity", identity, "--records", "shop-app-migrations")
+	line := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z `)
+	for _, l := range strings.Split(strings.TrimSpace(h.stderr.String()), "\n") {
+		if !line.MatchString(l) {
+			t.Errorf("log line without timestamp: %q", l)
+		}
+	}
+}

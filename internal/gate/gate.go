@@ -1,0 +1,239 @@
+// Package gate waits until the migration of one identity has succeeded: it
+// lists and watches the migration Jobs and the records ConfigMap and decides
+// from their current state on every change.
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// JobClient is the part of client-go's typed Job client (for one namespace)
+// that the gate uses.
+type JobClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*batchv1.JobList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// ConfigMapClient is the part of client-go's typed ConfigMap client (for one
+// namespace) that the gate uses.
+type ConfigMapClient interface {
+	List(ctx context.Context, opts metav1.ListOptions) (*corev1.ConfigMapList, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// Config says what to wait for.
+type Config struct {
+	Namespace string // for messages; the clients are already namespaced
+	Identity  string // migration identity: a key of the records ConfigMap
+	Records   string // name of the records ConfigMap
+	Selector  string // label selector of the migration Jobs
+	// Timeout bounds the wait; 0 waits forever.
+	Timeout time.Duration
+	// ProgressInterval is the period of progress lines (default 10s).
+	ProgressInterval time.Duration
+	// MinBackoff and MaxBackoff bound the delay before listing again after
+	// an error or a closed watch (defaults 500ms and 10s).
+	MinBackoff, MaxBackoff time.Duration
+	// Logf receives human-readable log lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Outcome is how a wait ended.
+type Outcome int
+
+// Outcomes of Wait.
+const (
+	Succeeded Outcome = iota + 1
+	Failed
+	TimedOut
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Succeeded:
+		return "succeeded"
+	case Failed:
+		return "failed"
+	case TimedOut:
+		return "timed out"
+	default:
+		return fmt.Sprintf("Outcome(%d)", int(o))
+	}
+}
+
+// Result tells how the wait ended and why.
+type Result struct {
+	Outcome Outcome
+	// Job is the Job whose condition decided, if one did.
+	Job string
+	// Reason and Message are the Job's Failed condition's, when Failed.
+	Reason, Message string
+	// Recorded is true when the records ConfigMap decided.
+	Recorded bool
+	// Summary is the final message, already logged (one log line per line).
+	Summary string
+}
+
+// ErrInvalidConfig marks configuration errors (a usage error for the CLI).
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+func (c *Config) validate() (labels.Selector, error) {
+	switch {
+	case c.Identity == "":
+		return nil, fmt.Errorf("%w: identity is empty", ErrInvalidConfig)
+	case c.Records == "":
+		return nil, fmt.Errorf("%w: records ConfigMap name is empty", ErrInvalidConfig)
+	case c.Selector == "":
+		return nil, fmt.Errorf("%w: Job selector is empty", ErrInvalidConfig)
+	case c.Timeout < 0:
+		return nil, fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
+	}
+	sel, err := labels.Parse(c.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("%w: selector %q: %v", ErrInvalidConfig, c.Selector, err)
+	}
+	if sel.Empty() {
+		return nil, fmt.Errorf("%w: selector %q selects every Job", ErrInvalidConfig, c.Selector)
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = 10 * time.Second
+	}
+	if c.MinBackoff <= 0 {
+		c.MinBackoff = 500 * time.Millisecond
+	}
+	if c.MaxBackoff < c.MinBackoff {
+		c.MaxBackoff = max(10*time.Second, c.MinBackoff)
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return sel, nil
+}
+
+// Wait blocks until the migration of cfg.Identity succeeded, failed, or the
+// timeout passed. API errors are retried, never returned: the error is only
+// for an invalid cfg (ErrInvalidConfig) or a cancelled ctx.
+func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapClient) (Result, error) {
+	sel, err := cfg.validate()
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	updates := make(chan func(*view))
+	send := func(ctx context.Context, apply func(*view)) {
+		select {
+		case updates <- apply:
+		case <-ctx.Done():
+		}
+	}
+	jobSource := newJobSource(jobs, sel, func(ctx context.Context, items map[string]*batchv1.Job) {
+		send(ctx, func(v *view) { v.jobs, v.jobsKnown, v.jobsErr = items, true, nil })
+	}, func(ctx context.Context, err error) {
+		send(ctx, func(v *view) { v.setErr(sourceJobs, err, cfg.Logf) })
+	})
+	cmSource := newConfigMapSource(configMaps, cfg.Records, func(ctx context.Context, items map[string]*corev1.ConfigMap) {
+		send(ctx, func(v *view) { v.configMap, v.cmKnown, v.cmErr = items[cfg.Records], true, nil })
+	}, func(ctx context.Context, err error) {
+		send(ctx, func(v *view) { v.setErr(sourceRecords, err, cfg.Logf) })
+	})
+	jobSource.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
+	cmSource.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
+	wg.Add(2)
+	go func() { defer wg.Done(); jobSource.run(ctx) }()
+	go func() { defer wg.Done(); cmSource.run(ctx) }()
+
+	v := &view{
+		identity:  cfg.Identity,
+		records:   cfg.Records,
+		selector:  cfg.Selector,
+		namespace: cfg.Namespace,
+	}
+	limit := "no timeout"
+	if cfg.Timeout > 0 {
+		limit = "timeout " + cfg.Timeout.String()
+	}
+	cfg.Logf("waiting for migration %s in namespace %s: key %s in ConfigMap %s, or a Job matching %q Complete (%s)",
+		cfg.Identity, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Selector, limit)
+
+	ticker := time.NewTicker(cfg.ProgressInterval)
+	defer ticker.Stop()
+	var timeout <-chan time.Time
+	if cfg.Timeout > 0 {
+		t := time.NewTimer(cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case apply := <-updates:
+			apply(v)
+			if d := v.decide(); d.outcome != 0 {
+				res := v.result(d)
+				for _, line := range strings.Split(res.Summary, "\n") {
+					cfg.Logf("%s", line)
+				}
+				return res, nil
+			}
+		case <-ticker.C:
+			cfg.Logf("%s", v.progress(time.Since(start)))
+		case <-timeout:
+			res := Result{Outcome: TimedOut, Summary: fmt.Sprintf(
+				"timed out after %s waiting for migration %s in namespace %s: no key %s in ConfigMap %s and no Job matching %q with condition Complete; last state: %s",
+				cfg.Timeout, cfg.Identity, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Selector, v.state())}
+			cfg.Logf("%s", res.Summary)
+			return res, nil
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("waiting for migration %s: %w", cfg.Identity, ctx.Err())
+		}
+	}
+}
+
+// setErr stores a source's error; the first error after a success is logged
+// at once, later ones show in the progress lines.
+func (v *view) setErr(kind sourceKind, err error, logf func(string, ...any)) {
+	prev := &v.jobsErr
+	if kind == sourceRecords {
+		prev = &v.cmErr
+	}
+	if *prev == nil {
+		logf("%s", v.describeErr(kind, err))
+	}
+	*prev = err
+}
+
+func (v *view) result(d verdict) Result {
+	switch {
+	case d.outcome == Succeeded && d.record != nil:
+		s := fmt.Sprintf("migration %s succeeded: recorded in ConfigMap %s", v.identity, v.records)
+		if d.recErr == nil {
+			s += fmt.Sprintf(" (completed at %s by Job %s)", d.record.CompletedAt.Format(time.RFC3339), d.record.Job)
+		}
+		return Result{Outcome: Succeeded, Recorded: true, Job: d.record.Job, Summary: s}
+	case d.outcome == Succeeded:
+		return Result{Outcome: Succeeded, Job: d.job.Name, Summary: fmt.Sprintf(
+			"migration %s succeeded: Job %s is Complete", v.identity, d.job.Name)}
+	default:
+		return Result{Outcome: Failed, Job: d.job.Name, Reason: d.cond.Reason, Message: d.cond.Message, Summary: fmt.Sprintf(
+			"migration %s failed: Job %s/%s is Failed: %s: %s; not starting the app\nread the migration's logs with: kubectl logs -n %s job/%s -c migrate",
+			v.identity, v.namespace, d.job.Name, d.cond.Reason, d.cond.Message, v.namespace, d.job.Name)}
+	}
+}

@@ -1,0 +1,169 @@
+package gate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/premigrate/premigrate/internal/record"
+)
+
+// view is what the gate currently knows, rebuilt from list and watch events.
+type view struct {
+	jobs      map[string]*batchv1.Job
+	jobsKnown bool // a list of Jobs succeeded at least once
+	jobsErr   error
+	configMap *corev1.ConfigMap // nil: the records ConfigMap does not exist
+	cmKnown   bool              // a list of the ConfigMap succeeded at least once
+	cmErr     error
+	identity  string
+	records   string
+	selector  string
+	namespace string
+}
+
+// verdict is what the current view decides.
+type verdict struct {
+	outcome Outcome // 0: keep waiting
+	job     *batchv1.Job
+	cond    *batchv1.JobCondition
+	record  *record.Entry
+	recErr  error
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		c := &job.Status.Conditions[i]
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+func sortedJobs(jobs map[string]*batchv1.Job) []*batchv1.Job {
+	out := make([]*batchv1.Job, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, j)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	return out
+}
+
+// decide applies the rule of the design: succeeded when the ConfigMap records
+// the identity or a matching Job is Complete; failed when a matching Job is
+// Failed and the ConfigMap (read successfully) has no record; else wait.
+func (v *view) decide() verdict {
+	if v.configMap != nil {
+		if e, found, err := record.Lookup(v.configMap.Data, v.identity); found {
+			return verdict{outcome: Succeeded, record: &e, recErr: err}
+		}
+	}
+	jobs := sortedJobs(v.jobs)
+	for _, j := range jobs {
+		if c := jobCondition(j, batchv1.JobComplete); c != nil {
+			return verdict{outcome: Succeeded, job: j, cond: c}
+		}
+	}
+	if !v.cmKnown {
+		// A failed Job is not final while a record might exist.
+		return verdict{}
+	}
+	for _, j := range jobs {
+		if c := jobCondition(j, batchv1.JobFailed); c != nil {
+			return verdict{outcome: Failed, job: j, cond: c}
+		}
+	}
+	return verdict{}
+}
+
+func jobState(j *batchv1.Job) string {
+	switch {
+	case jobCondition(j, batchv1.JobFailed) != nil:
+		return "failed"
+	case jobCondition(j, batchv1.JobFailureTarget) != nil:
+		return "failing"
+	case jobCondition(j, batchv1.JobSuccessCriteriaMet) != nil:
+		return "completing"
+	case j.Status.Active > 0 && j.Status.Failed > 0:
+		return "retrying"
+	case j.Status.Active > 0:
+		return "running"
+	default:
+		return "pending"
+	}
+}
+
+// describeJobs summarizes the matching Jobs for a progress line.
+func (v *view) describeJobs() string {
+	if !v.jobsKnown {
+		return "Jobs not listed yet"
+	}
+	if len(v.jobs) == 0 {
+		return fmt.Sprintf("no Job matching %q yet", v.selector)
+	}
+	parts := make([]string, 0, len(v.jobs))
+	for _, j := range sortedJobs(v.jobs) {
+		parts = append(parts, fmt.Sprintf("Job %s %s (active=%d failed=%d)",
+			j.Name, jobState(j), j.Status.Active, j.Status.Failed))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (v *view) describeRecords() string {
+	switch {
+	case !v.cmKnown:
+		return fmt.Sprintf("ConfigMap %s not read yet", v.records)
+	case v.configMap == nil:
+		return fmt.Sprintf("ConfigMap %s not found", v.records)
+	default:
+		return fmt.Sprintf("no record in ConfigMap %s", v.records)
+	}
+}
+
+// progress is the periodic progress line.
+func (v *view) progress(elapsed time.Duration) string {
+	return fmt.Sprintf("waiting for migration %s (elapsed %s): %s", v.identity, elapsed.Round(time.Second), v.state())
+}
+
+// state describes what the gate knows: Jobs, record, errors.
+func (v *view) state() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s; %s", v.describeJobs(), v.describeRecords())
+	if v.jobsErr != nil {
+		fmt.Fprintf(&b, "; Jobs: %s", v.describeErr(sourceJobs, v.jobsErr))
+	}
+	if v.cmErr != nil {
+		fmt.Fprintf(&b, "; ConfigMap: %s", v.describeErr(sourceRecords, v.cmErr))
+	}
+	return b.String()
+}
+
+type sourceKind string
+
+const (
+	sourceJobs    sourceKind = "jobs"
+	sourceRecords sourceKind = "records"
+)
+
+// describeErr explains an API error; RBAC problems get a hint, since the
+// gate cannot fix them itself and keeps retrying.
+func (v *view) describeErr(kind sourceKind, err error) string {
+	what := "list/watch jobs.batch in namespace " + v.namespace
+	if kind == sourceRecords {
+		what = fmt.Sprintf("list/watch ConfigMap %s in namespace %s", v.records, v.namespace)
+	}
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Sprintf("forbidden, RBAC misconfiguration? the pod's ServiceAccount needs a Role allowing it to %s (retrying): %v", what, err)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Sprintf("unauthorized, check the pod's ServiceAccount token (retrying): %v", err)
+	default:
+		return fmt.Sprintf("%v (retrying)", err)
+	}
+}

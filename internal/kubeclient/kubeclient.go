@@ -1,0 +1,147 @@
+// Package kubeclient builds the gate's Kubernetes API clients: typed Job and
+// ConfigMap clients with the method set of client-go's typed clients, on a
+// scheme that knows only batch/v1 and core/v1, so that the static binary
+// stays small.
+package kubeclient
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// ServiceAccountNamespaceFile is where Kubernetes mounts the pod's namespace.
+const ServiceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ErrNoNamespace is returned by Namespace when no source names a namespace.
+var ErrNoNamespace = errors.New("no namespace: pass --namespace, set POD_NAMESPACE, or run in a pod with a service account")
+
+// Namespace picks the namespace to work in: the flag value, then the
+// POD_NAMESPACE environment variable (read through getenv), then the service
+// account's namespace file.
+func Namespace(flagValue string, getenv func(string) string, namespaceFile string) (string, error) {
+	if ns := strings.TrimSpace(flagValue); ns != "" {
+		return ns, nil
+	}
+	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
+		return ns, nil
+	}
+	if namespaceFile == "" {
+		return "", ErrNoNamespace
+	}
+	b, err := os.ReadFile(namespaceFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", ErrNoNamespace
+	}
+	if err != nil {
+		return "", fmt.Errorf("read namespace file: %w", err)
+	}
+	if ns := strings.TrimSpace(string(b)); ns != "" {
+		return ns, nil
+	}
+	return "", fmt.Errorf("namespace file %s is empty: %w", namespaceFile, ErrNoNamespace)
+}
+
+// Config returns the REST configuration: from the kubeconfig file when one is
+// given (the kubeconfig argument, else the KUBECONFIG environment variable read
+// through getenv), otherwise the in-cluster service account configuration.
+func Config(kubeconfig string, getenv func(string) string) (*rest.Config, error) {
+	if kubeconfig == "" && getenv("KUBECONFIG") == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster configuration (outside a cluster pass --kubeconfig or set KUBECONFIG): %w", err)
+		}
+		return cfg, nil
+	}
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
+	if kubeconfig == "" {
+		rules.Precedence = strings.Split(getenv("KUBECONFIG"), string(os.PathListSeparator))
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// Clients hands out typed clients for the two resources the gate uses.
+type Clients struct {
+	batch  rest.Interface
+	core   rest.Interface
+	params runtime.ParameterCodec
+}
+
+// New builds the clients from cfg; both share one HTTP client. It registers
+// only batch/v1 and core/v1: client-go's generated clientsets (and its
+// generic typed clients, whose package also carries the fakes) would link
+// every API group and the test machinery into the binary.
+func New(cfg *rest.Config) (*Clients, error) {
+	scheme := runtime.NewScheme()
+	if err := batchv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register batch/v1: %w", err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register core/v1: %w", err)
+	}
+	codecs := serializer.NewCodecFactory(scheme)
+
+	base := rest.CopyConfig(cfg)
+	base.NegotiatedSerializer = codecs.WithoutConversion()
+	if base.UserAgent == "" {
+		base.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	httpClient, err := rest.HTTPClientFor(base)
+	if err != nil {
+		return nil, fmt.Errorf("build HTTP client: %w", err)
+	}
+
+	batchCfg := rest.CopyConfig(base)
+	batchCfg.APIPath = "/apis"
+	batchCfg.GroupVersion = &batchv1.SchemeGroupVersion
+	batch, err := rest.RESTClientForConfigAndClient(batchCfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("build batch/v1 client: %w", err)
+	}
+
+	coreCfg := rest.CopyConfig(base)
+	coreCfg.APIPath = "/api"
+	coreCfg.GroupVersion = &corev1.SchemeGroupVersion
+	core, err := rest.RESTClientForConfigAndClient(coreCfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("build core/v1 client: %w", err)
+	}
+
+	return &Clients{batch: batch, core: core, params: runtime.NewParameterCodec(scheme)}, nil
+}
+
+// JobClient reads Jobs of one namespace.
+type JobClient = Resource[*batchv1.Job, *batchv1.JobList]
+
+// ConfigMapClient reads and updates ConfigMaps of one namespace.
+type ConfigMapClient = Resource[*corev1.ConfigMap, *corev1.ConfigMapList]
+
+// Jobs returns a Job client for namespace.
+func (c *Clients) Jobs(namespace string) *JobClient {
+	return &JobClient{
+		client: c.batch, params: c.params, namespace: namespace, resource: "jobs",
+		newObject: func() *batchv1.Job { return &batchv1.Job{} },
+		newList:   func() *batchv1.JobList { return &batchv1.JobList{} },
+	}
+}
+
+// ConfigMaps returns a ConfigMap client for namespace.
+func (c *Clients) ConfigMaps(namespace string) *ConfigMapClient {
+	return &ConfigMapClient{
+		client: c.core, params: c.params, namespace: namespace, resource: "configmaps",
+		newObject: func() *corev1.ConfigMap { return &corev1.ConfigMap{} },
+		newList:   func() *corev1.ConfigMapList { return &corev1.ConfigMapList{} },
+	}
+}

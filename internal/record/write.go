@@ -1,0 +1,135 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ConfigMapClient is the part of client-go's typed ConfigMap client (for one
+// namespace) that Write uses: RBAC grants it get and update on one name.
+type ConfigMapClient interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
+	Update(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error)
+}
+
+// Options says what to record where.
+type Options struct {
+	Namespace string // only for messages: the client is already namespaced
+	ConfigMap string
+	Identity  string
+	Job       string
+	// Keep is how many entries to keep (newest first); <= 0 keeps all.
+	Keep int
+	// WaitForConfigMap bounds the retries while the ConfigMap does not exist
+	// yet or the API server fails; 0 tries once.
+	WaitForConfigMap time.Duration
+	// MinBackoff and MaxBackoff bound the delay between retries
+	// (defaults 500ms and 5s).
+	MinBackoff, MaxBackoff time.Duration
+	// Now defaults to time.Now.
+	Now func() time.Time
+	// Logf defaults to discarding.
+	Logf func(format string, args ...any)
+}
+
+func (o *Options) defaults() {
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 500 * time.Millisecond
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		o.MaxBackoff = max(5*time.Second, o.MinBackoff)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+}
+
+// Write records that o.Identity completed now, by o.Job: a read-modify-write
+// of the ConfigMap with its resourceVersion, retried on conflict and, up to
+// o.WaitForConfigMap, while the ConfigMap is missing or the API fails.
+func Write(ctx context.Context, client ConfigMapClient, o Options) error {
+	o.defaults()
+	deadline := time.Now().Add(o.WaitForConfigMap)
+	delay := o.MinBackoff
+	where := fmt.Sprintf("ConfigMap %s/%s", o.Namespace, o.ConfigMap)
+	for attempt := 1; ; attempt++ {
+		err := writeOnce(ctx, client, o)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("record identity %s in %s: %w", o.Identity, where, ctx.Err())
+		}
+		wait := delay
+		if apierrors.IsConflict(err) {
+			// Another writer updated the ConfigMap between our get and
+			// update: read it again soon.
+			wait = time.Duration(rand.Int64N(int64(100 * time.Millisecond)))
+		} else {
+			delay = min(2*delay, o.MaxBackoff)
+		}
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s does not exist (waited %s; it holds the migration records and is created with the chart): %w",
+					where, o.WaitForConfigMap, err)
+			}
+			return fmt.Errorf("record identity %s in %s: gave up after %d attempts in %s: %w",
+				o.Identity, where, attempt, o.WaitForConfigMap, err)
+		}
+		wait = min(wait, remaining)
+		switch {
+		case apierrors.IsConflict(err):
+			o.Logf("%s changed while updating it, retrying", where)
+		case apierrors.IsNotFound(err):
+			o.Logf("%s does not exist yet, retrying in %s", where, wait.Round(time.Millisecond))
+		case apierrors.IsForbidden(err):
+			o.Logf("forbidden to get or update %s (check the migration ServiceAccount's Role), retrying in %s: %v",
+				where, wait.Round(time.Millisecond), err)
+		default:
+			o.Logf("updating %s failed, retrying in %s: %v", where, wait.Round(time.Millisecond), err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("record identity %s in %s: %w", o.Identity, where, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
+	cm, err := client.Get(ctx, o.ConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get: %w", err)
+	}
+	value, err := Entry{CompletedAt: o.Now(), Job: o.Job}.Encode()
+	if err != nil {
+		return err
+	}
+	updated := cm.DeepCopy()
+	if updated.Data == nil {
+		updated.Data = map[string]string{}
+	}
+	updated.Data[o.Identity] = value
+	dropped := Prune(updated.Data, o.Identity, o.Keep)
+	for _, k := range dropped {
+		delete(updated.Data, k)
+	}
+	// cm's resourceVersion travels with the update: the API server refuses
+	// it with a conflict if someone else wrote in between.
+	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: "premigrate-gate"}); err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s; %d entries kept, %d dropped",
+		o.Identity, o.Job, o.Namespace, o.ConfigMap, len(updated.Data), len(dropped))
+	return nil
+}

@@ -1,0 +1,221 @@
+package record_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/premigrate/premigrate/internal/record"
+)
+
+const (
+	ns   = "shop"
+	name = "shop-app-migrations"
+)
+
+var now = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+func configMap(data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
+}
+
+func options(identity string) record.Options {
+	return record.Options{
+		Namespace:        ns,
+		ConfigMap:        name,
+		Identity:         identity,
+		Job:              "shop-app-migrate-" + identity,
+		Keep:             20,
+		WaitForConfigMap: 5 * time.Second,
+		MinBackoff:       5 * time.Millisecond,
+		MaxBackoff:       20 * time.Millisecond,
+		Now:              func() time.Time { return now },
+		Logf:             func(string, ...any) {},
+	}
+}
+
+func data(t *testing.T, cs *fake.Clientset) map[string]string {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data
+}
+
+func TestWriteRecordsTheIdentityWithItsCompletionTimeAndJob(t *testing.T) {
+	cs := fake.NewClientset(configMap(nil))
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), options("abc123def0")); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"completedAt":"2026-03-04T05:06:07Z","job":"shop-app-migrate-abc123def0"}`
+	if got := data(t, cs)["abc123def0"]; got != want {
+		t.Errorf("record = %s, want %s", got, want)
+	}
+	for _, a := range cs.Actions() {
+		if v := a.GetVerb(); v != "get" && v != "update" {
+			t.Errorf("used verb %q; RBAC grants only get, update and patch", v)
+		}
+	}
+}
+
+func TestWriteReplacesAnEarlierRecordOfTheSameIdentity(t *testing.T) {
+	cs := fake.NewClientset(configMap(map[string]string{
+		"abc123def0": `{"completedAt":"2025-01-01T00:00:00Z","job":"old"}`,
+		"other":      `{"completedAt":"2025-01-01T00:00:00Z","job":"other"}`,
+	}))
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), options("abc123def0")); err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, cs)
+	if len(d) != 2 || !strings.Contains(d["abc123def0"], "2026-03-04") {
+		t.Errorf("data = %v, want the record replaced and the other kept", d)
+	}
+}
+
+func TestWriteKeepsOnlyTheNewestEntries(t *testing.T) {
+	old := map[string]string{}
+	for i, day := range []string{"01", "05", "03", "04", "02"} {
+		old["id"+string(rune('a'+i))] = `{"completedAt":"2026-01-` + day + `T00:00:00Z","job":"j"}`
+	}
+	cs := fake.NewClientset(configMap(old))
+	o := options("new")
+	o.Keep = 3
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o); err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, cs)
+	if len(d) != 3 {
+		t.Fatalf("kept %d entries, want 3: %v", len(d), d)
+	}
+	for _, k := range []string{"new", "idb", "idd"} { // now, Jan 5, Jan 4
+		if _, ok := d[k]; !ok {
+			t.Errorf("entry %s was dropped; kept %v", k, d)
+		}
+	}
+}
+
+func TestWriteRetriesWhenTheConfigMapChangedConcurrently(t *testing.T) {
+	cs := fake.NewClientset(configMap(map[string]string{}))
+	var conflicts atomic.Int32
+	cs.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		n := conflicts.Add(1)
+		if n > 2 {
+			return false, nil, nil
+		}
+		// Another migration's record lands between our get and update.
+		other := configMap(map[string]string{})
+		for i := int32(1); i <= n; i++ {
+			other.Data["concurrent"+string(rune('0'+i))] = `{"completedAt":"2026-03-04T05:06:00Z","job":"j"}`
+		}
+		if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, other, ns); err != nil {
+			t.Error(err)
+		}
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, name, errors.New("the object has been modified"))
+	})
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), options("abc123def0")); err != nil {
+		t.Fatal(err)
+	}
+	if n := conflicts.Load(); n != 3 {
+		t.Errorf("%d updates, want 3 (two conflicts, then success)", n)
+	}
+	d := data(t, cs)
+	for _, k := range []string{"abc123def0", "concurrent1", "concurrent2"} {
+		if _, ok := d[k]; !ok {
+			t.Errorf("entry %s missing: each retry must read the ConfigMap again; data %v", k, d)
+		}
+	}
+}
+
+func TestWriteWaitsForTheConfigMapToBeCreated(t *testing.T) {
+	cs := fake.NewClientset()
+	var gets atomic.Int32
+	cs.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if gets.Add(1) == 3 {
+			if err := cs.Tracker().Add(configMap(nil)); err != nil {
+				t.Error(err)
+			}
+		}
+		return false, nil, nil
+	})
+	var logged []string
+	o := options("abc123def0")
+	o.Logf = func(format string, args ...any) { logged = append(logged, format) }
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets.Load(); n != 3 {
+		t.Errorf("%d gets, want 3", n)
+	}
+	if _, ok := data(t, cs)["abc123def0"]; !ok {
+		t.Error("identity not recorded")
+	}
+	if !strings.Contains(strings.Join(logged, "\n"), "does not exist yet") {
+		t.Errorf("logs do not say the ConfigMap is missing: %q", logged)
+	}
+}
+
+func TestWriteGivesUpClearlyWhenTheConfigMapNeverAppears(t *testing.T) {
+	cs := fake.NewClientset()
+	o := options("abc123def0")
+	o.WaitForConfigMap = 100 * time.Millisecond
+	start := time.Now()
+	err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o)
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("err = %v, want a NotFound error", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("gave up after %s, want about 100ms", took)
+	}
+	for _, want := range []string{"ConfigMap shop/shop-app-migrations does not exist", "waited 100ms"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestWriteRetriesTransientErrors(t *testing.T) {
+	tests := map[string]error{
+		"service unavailable": apierrors.NewServiceUnavailable("apiserver is shutting down"),
+		"connection refused":  errors.New("dial tcp 10.96.0.1:443: connect: connection refused"),
+		"forbidden while the RoleBinding is not applied yet": apierrors.NewForbidden(
+			schema.GroupResource{Resource: "configmaps"}, name, errors.New("cannot get")),
+	}
+	for errName, getErr := range tests {
+		for _, verb := range []string{"get", "update"} {
+			t.Run(verb+" fails twice with "+errName, func(t *testing.T) {
+				cs := fake.NewClientset(configMap(nil))
+				var calls atomic.Int32
+				cs.PrependReactor(verb, "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return calls.Add(1) <= 2, nil, getErr
+				})
+				if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), options("abc123def0")); err != nil {
+					t.Fatal(err)
+				}
+				if n := calls.Load(); n != 3 {
+					t.Errorf("%d calls to %s, want 3", n, verb)
+				}
+			})
+		}
+	}
+}
+
+func TestWriteStopsWhenTheContextIsCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	err := record.Write(ctx, fake.NewClientset().CoreV1().ConfigMaps(ns), options("abc123def0"))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
