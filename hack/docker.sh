@@ -31,8 +31,9 @@ pidfile=$PREMIGRATE_CACHE/dockerd.pid
 if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   say "docker: dockerd $(cat "$pidfile") runs but does not answer; waiting"
 else
-  env -i PATH="$CLEAN_PATH" HOME=/root nohup /usr/sbin/dockerd --host=unix:///var/run/docker.sock \
-    >>"$LOGS/dockerd.log" 2>&1 &
+  # its own session, and no inherited descriptors: a caller's $(...) must not wait for the daemon to exit
+  env -i PATH="$CLEAN_PATH" HOME=/root setsid nohup /usr/sbin/dockerd --host=unix:///var/run/docker.sock \
+    </dev/null >>"$LOGS/dockerd.log" 2>&1 3>&- 4>&- 5>&- &
   echo $! >"$pidfile"
   say "docker: started dockerd pid $(cat "$pidfile") (log: $LOGS/dockerd.log)"
 fi

@@ -40,7 +40,7 @@ say "images premigrate/demo:v1..v$DEMO_VERSIONS (v1 also :$APP_VERSION)"
 apt_install postgresql-15
 PG=/usr/lib/postgresql/15
 P=$W/postgres; mkdir -p "$P/usr/local/bin" "$P/var/run/postgresql" "$P/var/lib/postgresql/data"
-cp -a --parents "$PG" /usr/share/postgresql/15 /usr/share/zoneinfo "$P/"
+for d in "$PG" /usr/share/postgresql/15 /usr/share/zoneinfo; do mkdir -p "$P$(dirname "$d")"; cp -a "$d" "$P$d"; done
 mkdir -p "$P/usr/bin"; cp -L /bin/dash "$P/usr/bin/dash"
 ln -sf dash "$P/usr/bin/sh"
 libs=$( { for f in "$PG"/bin/* "$PG"/lib/*.so /bin/dash; do ldd "$f" 2>/dev/null || true; done; } \

@@ -48,7 +48,8 @@ step() {
 
 # key FILES...: a short hash of the given files' content plus the pinned versions (cache keys).
 key() {
-  { env | grep -E '^(K8S|KIND|CONTAINERD|CRICTL|ETCD|COREDNS|PAUSE)_' | sort; cat "$@"; } | sha256sum | cut -c1-12
+  { echo "$K8S_VERSION $K8S_STAGING_VERSION $KIND_VERSION $CONTAINERD_VERSION $CRICTL_VERSION $ETCD_VERSION"
+    echo "$ETCD_IMAGE_TAG $COREDNS_VERSION $PAUSE_TAG"; cat "$@"; } | sha256sum | cut -c1-12
 }
 
 need_root() { [ "$(id -u)" = 0 ] || { echo "error: $1 needs root (or install it by hand)" >&2; exit 1; }; }

@@ -9,7 +9,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"; . "$HACK_DIR/kind/env.sh"
 exec 3>&1 1>&2   # stdout (fd 3) carries only the image name
 
-"$HACK_DIR/docker.sh"
+"$HACK_DIR/docker.sh" 3>&-
 if [ -n "${KIND_NODE_IMAGE:-}" ]; then
   docker image inspect "$KIND_NODE_IMAGE" >/dev/null 2>&1 || docker pull "$KIND_NODE_IMAGE"
   echo "$KIND_NODE_IMAGE" >&3; exit 0
