@@ -23,7 +23,7 @@ type wireEntry struct {
 
 // Encode renders e as the JSON value stored in the ConfigMap.
 func (e Entry) Encode() (string, error) {
-	b, err := json.Marshal(wireEntry{CompletedAt: e.CompletedAt.UTC().Format(time.RFC3339), Job: e.Job})
+	b, err := json.Marshal(wireEntry{CompletedAt: e.CompletedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Job: e.Job})
 	if err != nil {
 		return "", fmt.Errorf("encode record: %w", err)
 	}

@@ -9,19 +9,19 @@ import (
 )
 
 func TestEntryEncodesAsTheDesignedJSON(t *testing.T) {
-	e := record.Entry{CompletedAt: time.Date(2026, 1, 2, 3, 4, 5, 600, time.FixedZone("CET", 3600)), Job: "shop-app-migrate"}
+	e := record.Entry{CompletedAt: time.Date(2026, 1, 2, 3, 4, 5, 600_123_456, time.FixedZone("CET", 3600)), Job: "shop-app-migrate"}
 	got, err := e.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"completedAt":"2026-01-02T02:04:05Z","job":"shop-app-migrate"}`; got != want {
+	if want := `{"completedAt":"2026-01-02T02:04:05.600Z","job":"shop-app-migrate"}`; got != want {
 		t.Errorf("Encode = %s, want %s", got, want)
 	}
 	back, err := record.Decode(got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !back.CompletedAt.Equal(e.CompletedAt.Truncate(time.Second)) || back.Job != e.Job {
+	if !back.CompletedAt.Equal(e.CompletedAt.Truncate(time.Millisecond)) || back.Job != e.Job {
 		t.Errorf("Decode(Encode(e)) = %+v, want %+v", back, e)
 	}
 }

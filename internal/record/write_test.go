@@ -59,7 +59,7 @@ func TestWriteRecordsTheIdentityWithItsCompletionTimeAndJob(t *testing.T) {
 	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), options("abc123def0")); err != nil {
 		t.Fatal(err)
 	}
-	want := `{"completedAt":"2026-03-04T05:06:07Z","job":"shop-app-migrate-abc123def0"}`
+	want := `{"completedAt":"2026-03-04T05:06:07.000Z","job":"shop-app-migrate-abc123def0"}`
 	if got := data(t, cs)["abc123def0"]; got != want {
 		t.Errorf("record = %s, want %s", got, want)
 	}
