@@ -31,7 +31,7 @@ say "the gate's log on $pod:"
 kubectl logs -n "$NS" "$pod" -c wait-for-migration | sed 's/^/    /'
 
 say "3/4 the schema, read from the embedded PostgreSQL:"
-kubectl exec -n "$NS" "$REL-premigrate-postgresql-0" -- psql -U app -d app -c \
+kubectl exec -n "$NS" "$REL-premigrate-postgresql-0" -- psql -U premigrate -d premigrate -c \
   'select version, applied_at, duration_ms from schema_migrations order by version' | sed 's/^/    /'
 
 say "4/4 the app through its Service (kubectl port-forward on 127.0.0.1:$LOCAL_PORT):"

@@ -28,11 +28,12 @@ mk() { "$W/mkimg" "$@" >/dev/null; }
 mk -o "$OUT/gate.tar" -tag "premigrate/gate:$APP_VERSION" -dir "$B:/" -layer x -file "$W/gate:/gate" \
   -entrypoint /gate -user 65532:65532 -env "$PATH_ENV"
 say "image premigrate/gate:$APP_VERSION ($(du -h "$W/gate" | cut -f1) binary)"
-for v in $(seq 1 "$DEMO_VERSIONS"); do
-  tags=(-tag "premigrate/demo:v$v"); [ "$v" = 1 ] && tags+=(-tag "premigrate/demo:$APP_VERSION")
-  mk -o "$OUT/demo-v$v.tar" "${tags[@]}" -dir "$B:/" -layer x -file "$W/demo:/demo" -entrypoint /demo \
-    -user 65532:65532 -env "$PATH_ENV" -env "DEMO_VERSION=$v"
-done
+demo_image() { # demo_image TAG DEMO_VERSION
+  mk -o "$OUT/demo-$1.tar" -tag "premigrate/demo:$1" -dir "$B:/" -layer x -file "$W/demo:/demo" -entrypoint /demo \
+    -user 65532:65532 -env "$PATH_ENV" -env "DEMO_VERSION=$2"
+}
+for v in $(seq 1 "$DEMO_VERSIONS"); do demo_image "v$v" "$v"; done
+demo_image "$APP_VERSION" 1
 say "images premigrate/demo:v1..v$DEMO_VERSIONS (v1 also :$APP_VERSION)"
 
 # PostgreSQL: Debian's postgresql-15 files from this (bookworm) host, with every library they load,

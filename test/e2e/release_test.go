@@ -79,7 +79,7 @@ func (r *release) mustDeploy(values map[string]any, extra ...string) (string, ti
 func (r *release) psql(query string) string {
 	r.t.Helper()
 	return strings.TrimSpace(mustRun(r.t, env.kubectl, "exec", "-n", r.ns, r.fullname()+"-postgresql-0", "--",
-		"psql", "-U", "app", "-d", "app", "-Atc", query))
+		"psql", "-U", "premigrate", "-d", "premigrate", "-Atc", query))
 }
 
 func (r *release) psqlInt(query string) int {
