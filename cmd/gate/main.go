@@ -103,12 +103,16 @@ type command struct {
 	// flags registers the command's flags on fs and returns the action to
 	// run once they are parsed.
 	flags func(fs *flag.FlagSet, e *env) func(ctx context.Context) int
+	// args is true for commands that take positional arguments (after --).
+	args bool
 }
 
 func commands() []command {
 	return []command{
 		{name: "wait", summary: "wait until the migration of an identity succeeded (init container)", flags: waitFlags},
 		{name: "record", summary: "record that the migration of an identity succeeded (migration Job)", flags: recordFlags},
+		{name: "run", summary: "run the migration command (after --) and record its success (migration Job)", flags: runFlags, args: true},
+		{name: "copy", summary: "copy this executable to --to (hands the gate to the migration container)", flags: copyFlags},
 		{name: "probe", summary: "GET a URL until it answers 2xx (helm test)", flags: probeFlags},
 	}
 }
@@ -144,7 +148,11 @@ func newFlagSet(c command, e *env) (*flag.FlagSet, func(ctx context.Context) int
 	fs := flag.NewFlagSet("gate "+c.name, flag.ContinueOnError)
 	action := c.flags(fs, e)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: gate %s [flags]\n\n%s.\n\nFlags:\n", c.name, upperFirst(c.summary))
+		extra := ""
+		if c.args {
+			extra = " -- COMMAND [ARGS...]"
+		}
+		fmt.Fprintf(fs.Output(), "Usage: gate %s [flags]%s\n\n%s.\n\nFlags:\n", c.name, extra, upperFirst(c.summary))
 		fs.PrintDefaults()
 	}
 	return fs, action
@@ -161,7 +169,7 @@ func runCommand(ctx context.Context, c command, args []string, e *env) int {
 		}
 		return exitUsage // the flag package printed the error and usage
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && !c.args {
 		return usageError(e, fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	return action(ctx)

@@ -8,42 +8,56 @@ import (
 	"github.com/premigrate/premigrate/internal/record"
 )
 
-func recordFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
-	var (
-		k        k8sFlags
-		identity = fs.String("identity", "", "migration identity that succeeded: the key to write (required)")
-		records  = fs.String("records", "", "name of the records ConfigMap (required)")
-		job      = fs.String("job", "", "name of the migration Job, stored with the record (required)")
-		keep     = fs.Int("keep", 20, "keep only the newest N records, by completion time; 0 keeps all")
-		waitCM   = fs.Duration("wait-for-configmap", 2*time.Minute, "retry this long while the ConfigMap does not exist yet or the API server fails")
-	)
-	k.register(fs)
+// recordOptions are the flags of `gate record` and `gate run`.
+type recordOptions struct {
+	k        k8sFlags
+	identity *string
+	records  *string
+	job      *string
+	keep     *int
+	waitCM   *time.Duration
+}
+
+func registerRecordFlags(fs *flag.FlagSet) *recordOptions {
+	o := &recordOptions{
+		identity: fs.String("identity", "", "migration identity that succeeded: the key to write (required)"),
+		records:  fs.String("records", "", "name of the records ConfigMap (required)"),
+		job:      fs.String("job", "", "name of the migration Job, stored with the record (required)"),
+		keep:     fs.Int("keep", 20, "keep only the newest N records, by completion time; 0 keeps all"),
+		waitCM:   fs.Duration("wait-for-configmap", 2*time.Minute, "retry this long while the ConfigMap does not exist yet or the API server fails"),
+	}
+	o.k.register(fs)
+	return o
+}
+
+// prepare checks the flags and builds the client; it returns a non-zero exit code on a usage error.
+func (o *recordOptions) prepare(e *env, fs *flag.FlagSet) (func(ctx context.Context) int, int) {
+	if err := checkIdentity(*o.identity); err != nil {
+		return nil, usageError(e, fs, "%v", err)
+	}
+	switch {
+	case *o.records == "":
+		return nil, usageError(e, fs, "--records is required")
+	case *o.job == "":
+		return nil, usageError(e, fs, "--job is required")
+	case *o.keep < 0:
+		return nil, usageError(e, fs, "--keep must be >= 0")
+	case *o.waitCM < 0:
+		return nil, usageError(e, fs, "--wait-for-configmap must be >= 0")
+	}
+	ns, clients, code := o.k.setup(e, fs)
+	if code != exitOK {
+		return nil, code
+	}
 	return func(ctx context.Context) int {
-		if err := checkIdentity(*identity); err != nil {
-			return usageError(e, fs, "%v", err)
-		}
-		switch {
-		case *records == "":
-			return usageError(e, fs, "--records is required")
-		case *job == "":
-			return usageError(e, fs, "--job is required")
-		case *keep < 0:
-			return usageError(e, fs, "--keep must be >= 0")
-		case *waitCM < 0:
-			return usageError(e, fs, "--wait-for-configmap must be >= 0")
-		}
-		ns, clients, code := k.setup(e, fs)
-		if code != exitOK {
-			return code
-		}
 		logf := e.logger()
 		err := record.Write(ctx, clients.configMaps(ns), record.Options{
 			Namespace:        ns,
-			ConfigMap:        *records,
-			Identity:         *identity,
-			Job:              *job,
-			Keep:             *keep,
-			WaitForConfigMap: *waitCM,
+			ConfigMap:        *o.records,
+			Identity:         *o.identity,
+			Job:              *o.job,
+			Keep:             *o.keep,
+			WaitForConfigMap: *o.waitCM,
 			Logf:             logf,
 		})
 		if err != nil {
@@ -54,5 +68,16 @@ func recordFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
 			return exitFailed
 		}
 		return exitOK
+	}, exitOK
+}
+
+func recordFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
+	o := registerRecordFlags(fs)
+	return func(ctx context.Context) int {
+		write, code := o.prepare(e, fs)
+		if code != exitOK {
+			return code
+		}
+		return write(ctx)
 	}
 }

@@ -61,10 +61,10 @@ imagePullSecrets: [{name: regcred}]
 		}
 	})
 
-	t.Run("the default args are serve", func(t *testing.T) {
+	t.Run("the default command and args are the demo's /demo serve", func(t *testing.T) {
 		app := container(t, render(t, renderOptions{}).deployment(t).Spec.Template.Spec.Containers, "app")
-		if len(app.Command) != 0 || !equalStrings(app.Args, []string{"serve"}) {
-			t.Errorf("command/args = %v %v, want [] [serve]", app.Command, app.Args)
+		if !equalStrings(app.Command, []string{"/demo"}) || !equalStrings(app.Args, []string{"serve"}) {
+			t.Errorf("command/args = %v %v, want [/demo] [serve]", app.Command, app.Args)
 		}
 	})
 

@@ -17,6 +17,7 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"a negative TTL", "migration: {ttlSecondsAfterFinished: -1}", "migration.ttlSecondsAfterFinished"},
 		{"a TTL given as a string", `migration: {ttlSecondsAfterFinished: "60"}`, "migration.ttlSecondsAfterFinished"},
 		{"an unknown migration mode", "migration: {mode: presync}", "migration.mode"},
+		{"no migration command at all", "command: []", "migration.command"},
 		{"a missing image repository", `image: {repository: ""}`, "image.repository"},
 		{"a missing gate image repository", `gate: {image: {repository: ""}}`, "gate.image.repository"},
 		{"an existing secret without its key", "postgresql: {enabled: false}\ndatabase: {existingSecret: db}", "database.existingSecretKey"},

@@ -52,9 +52,9 @@ gate:
 		if w.Resources.Limits.Memory().String() != "32Mi" {
 			t.Errorf("resources %+v", w.Resources)
 		}
-		rec := container(t, r.job(t).Spec.Template.Spec.Containers, "record")
-		if rec.Image != w.Image {
-			t.Errorf("record image %q differs from the gate image %q", rec.Image, w.Image)
+		inst := container(t, r.job(t).Spec.Template.Spec.InitContainers, "install-gate")
+		if inst.Image != w.Image {
+			t.Errorf("install-gate image %q differs from the gate image %q", inst.Image, w.Image)
 		}
 	})
 
@@ -88,7 +88,7 @@ envFrom: [{configMapRef: {name: extra}}]
 gate: {mode: command}
 `})
 		w := container(t, r.deployment(t).Spec.Template.Spec.InitContainers, "wait-for-migration")
-		if w.Image != "premigrate/demo:v4" || !equalStrings(w.Args, []string{"migrate", "status"}) || len(w.Command) != 0 {
+		if w.Image != "premigrate/demo:v4" || !equalStrings(w.Args, []string{"migrate", "status"}) || !equalStrings(w.Command, []string{"/demo"}) {
 			t.Errorf("image %q command %v args %v", w.Image, w.Command, w.Args)
 		}
 		if !equalStrings(envNames(w.Env), []string{"DATABASE_URL", "DEMO_FLAG"}) || len(w.EnvFrom) != 1 {

@@ -18,7 +18,7 @@ func TestTheIdentityChangesWithTheMigrationJobSpecOnly(t *testing.T) {
 		"the image tag":         "image: {tag: v2}",
 		"the image digest":      "image: {digest: " + testDigest + "}",
 		"the migration image":   "migration: {image: {repository: registry.local/migrator}}",
-		"the app command":       "command: [/demo]",
+		"the app command":       "command: [/demo2]",
 		"the migration command": "migration: {command: [/migrate]}",
 		"the migration args":    "migration: {args: [migrate, --all]}",
 		"the app env":           "env: [{name: DEMO_VERSION, value: \"2\"}]",
@@ -75,7 +75,7 @@ func TestTheIdentityIsTheSameEverywhereItIsRendered(t *testing.T) {
 			"job template label": job.Spec.Template.Labels["premigrate.io/identity"],
 			"app pod annotation": pod.Annotations["premigrate.io/identity"],
 		}
-		m := container(t, job.Spec.Template.Spec.InitContainers, "migrate")
+		m := container(t, job.Spec.Template.Spec.Containers, "migrate")
 		if e, ok := envVar(m.Env, "PREMIGRATE_IDENTITY"); ok {
 			got["migrate env"] = e.Value
 		}

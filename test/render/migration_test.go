@@ -95,7 +95,7 @@ func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
 		}
 	})
 
-	t.Run("the migrate init container runs the app image with the app env, the migration env and the identity", func(t *testing.T) {
+	t.Run("the migrate container runs the app image through the gate with the app env, the migration env and the identity", func(t *testing.T) {
 		r := render(t, renderOptions{values: `
 image: {tag: v2, digest: ` + testDigest + `}
 command: [/demo]
@@ -112,14 +112,14 @@ migration:
 		if len(spec.InitContainers) != 1 || len(spec.Containers) != 1 {
 			t.Fatalf("init containers %d containers %d, want 1 and 1", len(spec.InitContainers), len(spec.Containers))
 		}
-		m := container(t, spec.InitContainers, "migrate")
+		m := container(t, spec.Containers, "migrate")
 		if m.Image != "premigrate/demo@"+testDigest {
 			t.Errorf("migrate image %q, want the app image with its digest", m.Image)
 		}
-		if !equalStrings(m.Command, []string{"/demo"}) || !equalStrings(m.Args, []string{"migrate"}) {
+		if !equalStrings(userCommand(t, m), []string{"/demo"}) || !equalStrings(m.Args, []string{"migrate"}) {
 			t.Errorf("migrate command %v args %v", m.Command, m.Args)
 		}
-		if want := []string{"DATABASE_URL", "A", "SCHEMA_ACCEPT_DATA_LOSS", "PREMIGRATE_IDENTITY"}; !equalStrings(envNames(m.Env), want) {
+		if want := []string{"DATABASE_URL", "A", "SCHEMA_ACCEPT_DATA_LOSS", "PREMIGRATE_IDENTITY", "JOB_NAME", "POD_NAMESPACE"}; !equalStrings(envNames(m.Env), want) {
 			t.Errorf("migrate env %v, want %v", envNames(m.Env), want)
 		}
 		if e, _ := envVar(m.Env, "PREMIGRATE_IDENTITY"); e.Value != id {
@@ -141,31 +141,39 @@ migration:
   command: [/migrator]
   args: [up]
 `}).job(t)
-		m := container(t, job.Spec.Template.Spec.InitContainers, "migrate")
+		m := container(t, job.Spec.Template.Spec.Containers, "migrate")
 		if m.Image != "registry.local/tools/migrator:2.1" || m.ImagePullPolicy != corev1.PullAlways {
 			t.Errorf("migrate image %q policy %q", m.Image, m.ImagePullPolicy)
 		}
-		if !equalStrings(m.Command, []string{"/migrator"}) || !equalStrings(m.Args, []string{"up"}) {
+		if !equalStrings(userCommand(t, m), []string{"/migrator"}) || !equalStrings(m.Args, []string{"up"}) {
 			t.Errorf("migrate command %v args %v", m.Command, m.Args)
 		}
 	})
 
-	t.Run("the record container writes the identity to the records ConfigMap", func(t *testing.T) {
+	t.Run("the gate wraps the migration and records the identity in the records ConfigMap", func(t *testing.T) {
 		r := render(t, renderOptions{values: "migration: {keepRecords: 7}\ngate: {image: {tag: dev}}"})
-		job := r.job(t)
+		spec := r.job(t).Spec.Template.Spec
 		id := identityOf(t, r)
-		rec := container(t, job.Spec.Template.Spec.Containers, "record")
-		if rec.Image != "premigrate/gate:dev" || !equalStrings(rec.Command, []string{"/gate"}) {
-			t.Errorf("record image %q command %v", rec.Image, rec.Command)
+		inst := container(t, spec.InitContainers, "install-gate")
+		if inst.Image != "premigrate/gate:dev" || !equalStrings(inst.Command, []string{"/gate"}) ||
+			!equalStrings(inst.Args, []string{"copy", "--to", "/premigrate/gate"}) {
+			t.Errorf("install-gate image %q command %v args %v", inst.Image, inst.Command, inst.Args)
 		}
-		want := []string{"record", "--identity", id, "--records", fullname + "-migrations", "--job", "$(JOB_NAME)", "--keep", "7"}
-		if !equalStrings(rec.Args, want) {
-			t.Errorf("record args %v, want %v", rec.Args, want)
+		m := container(t, spec.Containers, "migrate")
+		want := []string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--job", "$(JOB_NAME)", "--keep", "7", "--", "/demo"}
+		if !equalStrings(m.Command, want) {
+			t.Errorf("migrate command %v, want %v", m.Command, want)
 		}
-		if e, ok := envVar(rec.Env, "JOB_NAME"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.labels['batch.kubernetes.io/job-name']" {
+		if len(m.VolumeMounts) != 1 || m.VolumeMounts[0].MountPath != "/premigrate" || !m.VolumeMounts[0].ReadOnly {
+			t.Errorf("migrate mounts %+v, want the gate's emptyDir read-only at /premigrate", m.VolumeMounts)
+		}
+		if len(spec.Volumes) != 1 || spec.Volumes[0].EmptyDir == nil {
+			t.Errorf("volumes %+v, want one emptyDir", spec.Volumes)
+		}
+		if e, ok := envVar(m.Env, "JOB_NAME"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.labels['batch.kubernetes.io/job-name']" {
 			t.Errorf("JOB_NAME = %+v", e)
 		}
-		if e, ok := envVar(rec.Env, "POD_NAMESPACE"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
+		if e, ok := envVar(m.Env, "POD_NAMESPACE"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
 			t.Errorf("POD_NAMESPACE = %+v", e)
 		}
 	})
@@ -288,4 +296,16 @@ func deref(p *int32) any {
 		return "nil"
 	}
 	return *p
+}
+
+// userCommand is the migration command the gate runs: what follows "--" in the migrate container's command.
+func userCommand(t *testing.T, c corev1.Container) []string {
+	t.Helper()
+	for i, a := range c.Command {
+		if a == "--" {
+			return c.Command[i+1:]
+		}
+	}
+	t.Fatalf("container %s command %v has no --", c.Name, c.Command)
+	return nil
 }

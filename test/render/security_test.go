@@ -34,7 +34,7 @@ func TestEveryPodPassesTheRestrictedPodSecurityStandard(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []string{"app", "record", "postgresql", "probe"} {
+	for _, c := range []string{"app", "migrate", "postgresql", "probe"} {
 		if !seen[c] {
 			t.Errorf("no pod with container %q was checked", c)
 		}

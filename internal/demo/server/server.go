@@ -81,14 +81,23 @@ func New(cfg Config) *Server {
 }
 
 // Handler returns the HTTP handler of all endpoints.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Once shutdown began, every response closes its connection: clients move to the pods that stay,
+		// and no keep-alive connection is left idle for Shutdown to close under a client's next request.
+		if s.shutting.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
 
 // Serve serves on l until ctx is cancelled (the SIGTERM of a pod), then shuts down: readiness
 // fails at once, requests are still served for ShutdownDelay, then the listener closes and
 // in-flight requests are drained (bounded by ShutdownTimeout).
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          s.log,
 	}

@@ -330,3 +330,35 @@ func TestServeFailsWhenTheListenerBreaks(t *testing.T) {
 		t.Errorf("Serve on a closed listener returned %v, want an error", err)
 	}
 }
+
+func TestAfterShutdownBeginsEveryResponseClosesItsConnection(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	migrateTo(t, dsn, 1)
+	base, sigterm, _ := serve(t, server.Config{
+		Pool: newPool(t, dsn), AppVersion: 1, ShutdownDelay: 2 * time.Second, Logger: testLogger(t),
+	})
+	get := func() *http.Response {
+		t.Helper()
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp
+	}
+	if resp := get(); resp.Close {
+		t.Fatal("a response before shutdown closes its connection: keep-alive is off")
+	}
+	sigterm()
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if status, _ := getReadyz(t, base); status == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Since(start) > time.Second {
+			t.Fatal("/readyz still succeeds a second after SIGTERM")
+		}
+	}
+	if resp := get(); !resp.Close {
+		t.Error("a response during the shutdown delay keeps its connection open for reuse")
+	}
+}
