@@ -21,7 +21,7 @@ tools: ## install the pinned chart tools into ./bin (helm 3 and 4, ct, kubeconfo
 	@hack/tools.sh
 
 .PHONY: images
-images: ## build premigrate's images (gate, demo v1..v7, postgres) as archives, offline
+images: tools ## build premigrate's images (gate, demo v1..v7, postgres, bench baseline) as archives, offline
 	@hack/images.sh
 
 .PHONY: node-image
@@ -58,7 +58,7 @@ test-fast: lint test-unit test-render ## everything that needs no cluster
 .PHONY: test-e2e
 test-e2e: tools images ## cluster tests on kind (creates the cluster; KEEP_CLUSTER=1 keeps it)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/... -count=1 -timeout 75m -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+	  go test ./test/e2e/... -count=1 -timeout 75m -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
 .PHONY: test
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
@@ -70,7 +70,7 @@ demo: tools cluster ## a kind cluster, the chart installed with its embedded dat
 .PHONY: bench
 bench: tools images ## measure gate latency, upgrade overhead and sizes; writes a dated report
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/bench/... -count=1 -timeout 60m -v -run Benchmark 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
+	  go test ./test/e2e/... -count=1 -timeout 60m -v -run TestBenchmark 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
 
 .PHONY: docs
 docs: tools ## regenerate the chart README's values table with helm-docs

@@ -4,6 +4,7 @@
 #   premigrate/gate:<appVersion>         static /gate, nonroot, no shell
 #   premigrate/demo:v1..v7, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
 #   premigrate/postgres:15               Debian bookworm's PostgreSQL 15 with the official image's interface
+#   premigrate/bench-poller:dev          kubectl polling every 2 s: the baseline of make bench
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT=$PREMIGRATE_CACHE/images; mkdir -p "$OUT"
 W=$PREMIGRATE_CACHE/build/images; rm -rf "$W"; mkdir -p "$W"
@@ -17,6 +18,7 @@ go build -trimpath -o "$W/mkimg" ./hack/mkimg
 for c in gate demo postgres-init; do
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$APP_VERSION" -o "$W/$c" "./cmd/$c"
 done
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/bench-poller" ./hack/bench-poller
 
 # a distroless-like base: passwd/group with nonroot (65532) and postgres (999), a sticky /tmp
 B=$W/base; mkdir -p "$B/etc" "$B/tmp"; chmod 1777 "$B/tmp"
@@ -35,6 +37,13 @@ demo_image() { # demo_image TAG DEMO_VERSION
 for v in $(seq 1 "$DEMO_VERSIONS"); do demo_image "v$v" "$v"; done
 demo_image "$APP_VERSION" 1
 say "images premigrate/demo:v1..v$DEMO_VERSIONS (v1 also :$APP_VERSION)"
+
+# the benchmark's baseline: kubectl polling every 2 s, as the common wait-for init container does
+KUBECTL=$REPO_ROOT/bin/kubectl
+[ -x "$KUBECTL" ] || { echo "error: $KUBECTL is missing: run make tools" >&2; exit 1; }
+mk -o "$OUT/bench-poller.tar" -tag premigrate/bench-poller:dev -dir "$B:/" -layer x -file "$W/bench-poller:/bench-poller" \
+  -file "$(readlink -f "$KUBECTL"):/usr/local/bin/kubectl" -entrypoint /bench-poller -user 65532:65532 -env "$PATH_ENV"
+say "image premigrate/bench-poller:dev (baseline for make bench)"
 
 # PostgreSQL: Debian's postgresql-15 files from this (bookworm) host, with every library they load,
 # /bin/sh (initdb runs the server through popen) and the zoneinfo the Debian build uses.

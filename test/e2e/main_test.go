@@ -40,6 +40,9 @@ func run(m *testing.M) int {
 	if err := writeReport(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e report:", err)
 	}
+	if err := writeBenchReport(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench report:", err)
+	}
 	if os.Getenv("KEEP_CLUSTER") == "1" {
 		fmt.Printf("KEEP_CLUSTER=1: cluster %q kept; KUBECONFIG=%s\n", clusterName(), env.kubeconfig)
 		return code
