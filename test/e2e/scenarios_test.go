@@ -285,4 +285,3 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 		t.Errorf("%d of %d requests failed across the rollback: %v", rep.Failed, rep.Sent, rep.Errors)
 	}
 }
-
