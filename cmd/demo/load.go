@@ -67,7 +67,7 @@ func loadCmd(ctx context.Context, args []string, _ env, stdout, stderr io.Writer
 		srv = &http.Server{Handler: gen.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
 		go func() { serveErr <- srv.Serve(l) }()
 		logger.Printf("load: report served on %s (GET /report, POST /stop)", l.Addr())
-		defer srv.Close()
+		defer func() { _ = srv.Close() }()
 	}
 
 	logger.Printf("load: sending %g ticks/s to %s for %s", *rate, *target, *duration)

@@ -50,7 +50,7 @@ type env func(string) string
 // environment and output streams as parameters so it can be run in-process by tests.
 func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		_, _ = fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
 	switch args[0] {
@@ -64,10 +64,10 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 	case "load":
 		return loadCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
+		_, _ = fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "demo: unknown command %q\n\n%s", args[0], usage)
+		_, _ = fmt.Fprintf(stderr, "demo: unknown command %q\n\n%s", args[0], usage)
 		return exitUsage
 	}
 }
@@ -85,20 +85,20 @@ func parseFlags(fs *flag.FlagSet, args []string, help string, stdout, stderr io.
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, help)
+		_, _ = fmt.Fprint(stdout, help)
 		hasFlags := false
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
-			fmt.Fprintln(stdout, "\nFlags:")
+			_, _ = fmt.Fprintln(stdout, "\nFlags:")
 			fs.SetOutput(stdout)
 			fs.PrintDefaults()
 		}
 		return exitOK
 	case err != nil:
-		fmt.Fprintf(stderr, "%s: %v\nRun \"demo %s --help\" for usage.\n", fs.Name(), err, strings.TrimPrefix(fs.Name(), "demo "))
+		_, _ = fmt.Fprintf(stderr, "%s: %v\nRun \"demo %s --help\" for usage.\n", fs.Name(), err, strings.TrimPrefix(fs.Name(), "demo "))
 		return exitUsage
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "%s: unexpected arguments %q\nRun \"demo %s --help\" for usage.\n", fs.Name(), fs.Args(), strings.TrimPrefix(fs.Name(), "demo "))
+		_, _ = fmt.Fprintf(stderr, "%s: unexpected arguments %q\nRun \"demo %s --help\" for usage.\n", fs.Name(), fs.Args(), strings.TrimPrefix(fs.Name(), "demo "))
 		return exitUsage
 	}
 	return -1

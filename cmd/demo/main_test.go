@@ -46,7 +46,7 @@ func schemaVersion(t *testing.T, dsn string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	var v int
 	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&v); err != nil {
 		t.Fatal(err)
@@ -223,7 +223,7 @@ func TestServeAnswersUntilSignalledThenLoadReportsNoFailure(t *testing.T) {
 	for {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				break
 			}

@@ -159,7 +159,7 @@ func migrateStatusCmd(ctx context.Context, args []string, getenv env, stdout, st
 	if !st.UpToDate() {
 		verdict = "not up to date"
 	}
-	fmt.Fprintf(stdout, "schema version: %d, expected: %d (%s)\n", st.Current, st.Expected, verdict)
+	_, _ = fmt.Fprintf(stdout, "schema version: %d, expected: %d (%s)\n", st.Current, st.Expected, verdict)
 	if !st.UpToDate() {
 		return exitFailure
 	}

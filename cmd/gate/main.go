@@ -93,7 +93,7 @@ func (e *env) logger() func(format string, args ...any) {
 		msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(e.stderr, "%s %s\n", e.now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), msg)
+		_, _ = fmt.Fprintf(e.stderr, "%s %s\n", e.now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), msg)
 	}
 }
 
@@ -125,7 +125,7 @@ func run(ctx context.Context, args []string, e *env) int {
 	name, rest := args[0], args[1:]
 	switch name {
 	case "version", "--version", "-version":
-		fmt.Fprintf(e.stdout, "gate %s\n", version)
+		_, _ = fmt.Fprintf(e.stdout, "gate %s\n", version)
 		return exitOK
 	case "help", "-h", "-help", "--help":
 		if len(rest) == 0 {
@@ -139,7 +139,7 @@ func run(ctx context.Context, args []string, e *env) int {
 			return runCommand(ctx, c, rest, e)
 		}
 	}
-	fmt.Fprintf(e.stderr, "gate: unknown command %q\n\n", name)
+	_, _ = fmt.Fprintf(e.stderr, "gate: unknown command %q\n\n", name)
 	usage(e.stderr)
 	return exitUsage
 }
@@ -152,7 +152,7 @@ func newFlagSet(c command, e *env) (*flag.FlagSet, func(ctx context.Context) int
 		if c.args {
 			extra = " -- COMMAND [ARGS...]"
 		}
-		fmt.Fprintf(fs.Output(), "Usage: gate %s [flags]%s\n\n%s.\n\nFlags:\n", c.name, extra, upperFirst(c.summary))
+		_, _ = fmt.Fprintf(fs.Output(), "Usage: gate %s [flags]%s\n\n%s.\n\nFlags:\n", c.name, extra, upperFirst(c.summary))
 		fs.PrintDefaults()
 	}
 	return fs, action
@@ -176,25 +176,25 @@ func runCommand(ctx context.Context, c command, args []string, e *env) int {
 }
 
 func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
-	fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	_, _ = fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
 	fs.SetOutput(e.stderr)
 	fs.Usage()
 	return exitUsage
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintf(w, `gate %s: premigrate's migration gate.
+	_, _ = fmt.Fprintf(w, `gate %s: premigrate's migration gate.
 
 Usage: gate <command> [flags]
 
 Commands:
 `, version)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		_, _ = fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintf(w, "  %-8s %s\n", "version", "print the version")
-	fmt.Fprintf(w, "  %-8s %s\n", "help", "show this help, or a command's: gate help <command>")
-	fmt.Fprint(w, `
+	_, _ = fmt.Fprintf(w, "  %-8s %s\n", "version", "print the version")
+	_, _ = fmt.Fprintf(w, "  %-8s %s\n", "help", "show this help, or a command's: gate help <command>")
+	_, _ = fmt.Fprint(w, `
 Exit codes: 0 success; 1 the migration failed (wait) or the command failed;
 2 usage; 3 timeout; 130 interrupted.
 Logs go to stderr, one line each, prefixed with an RFC 3339 timestamp.
@@ -202,7 +202,7 @@ Logs go to stderr, one line each, prefixed with an RFC 3339 timestamp.
 	for _, c := range commands() {
 		fs, _ := newFlagSet(c, &env{getenv: func(string) string { return "" }})
 		fs.SetOutput(w)
-		fmt.Fprintln(w)
+		_, _ = fmt.Fprintln(w)
 		fs.Usage()
 	}
 }
@@ -235,7 +235,7 @@ func (k *k8sFlags) setup(e *env, fs *flag.FlagSet) (string, *apiClients, int) {
 	}
 	clients, err := e.newClients(k.kubeconfig, e.getenv)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "%s: Kubernetes client: %v\n", fs.Name(), err)
+		_, _ = fmt.Fprintf(e.stderr, "%s: Kubernetes client: %v\n", fs.Name(), err)
 		return "", nil, exitUsage
 	}
 	return ns, clients, exitOK

@@ -46,7 +46,7 @@ func runChild(ctx context.Context, argv []string, stdout, stderr io.Writer) int 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(stderr, "gate run: starting %q: %v\n", argv[0], err)
+		_, _ = fmt.Fprintf(stderr, "gate run: starting %q: %v\n", argv[0], err)
 		return 127
 	}
 	done := make(chan error, 1)
@@ -63,7 +63,7 @@ func runChild(ctx context.Context, argv []string, stdout, stderr io.Writer) int 
 	}
 	var exitErr *exec.ExitError
 	if !errors.As(err, &exitErr) {
-		fmt.Fprintf(stderr, "gate run: waiting for %q: %v\n", argv[0], err)
+		_, _ = fmt.Fprintf(stderr, "gate run: waiting for %q: %v\n", argv[0], err)
 		return exitFailed
 	}
 	if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -82,11 +82,11 @@ func copyFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
 		}
 		self, err := os.Executable()
 		if err != nil {
-			fmt.Fprintf(e.stderr, "gate copy: finding this executable: %v\n", err)
+			_, _ = fmt.Fprintf(e.stderr, "gate copy: finding this executable: %v\n", err)
 			return exitFailed
 		}
 		if err := copyFile(self, *to); err != nil {
-			fmt.Fprintf(e.stderr, "gate copy: %v\n", err)
+			_, _ = fmt.Fprintf(e.stderr, "gate copy: %v\n", err)
 			return exitFailed
 		}
 		e.logger()("copied %s to %s", self, *to)

@@ -117,7 +117,7 @@ func initialise(cfg config, logger *log.Logger, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer os.Remove(pwfile)
+		defer func() { _ = os.Remove(pwfile) }()
 		initdbArgs = append(initdbArgs, "--pwfile="+pwfile)
 	}
 	initdb := exec.Command(filepath.Join(cfg.binDir, "initdb"), initdbArgs...)
@@ -149,12 +149,12 @@ func writePasswordFile(password string) (string, error) {
 		return "", fmt.Errorf("create password file: %w", err)
 	}
 	if _, err := f.WriteString(password + "\n"); err != nil {
-		f.Close()
-		os.Remove(f.Name())
+		_ = f.Close()
+		_ = os.Remove(f.Name())
 		return "", fmt.Errorf("write password file: %w", err)
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name())
 		return "", fmt.Errorf("write password file: %w", err)
 	}
 	return f.Name(), nil
@@ -166,7 +166,7 @@ func appendFile(path, text string) error {
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	if _, err := f.WriteString(text); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("append to %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {

@@ -134,7 +134,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	cfg, err := parseConfig(args, getenv)
 	switch {
 	case errors.Is(err, errHelp):
-		fmt.Fprint(stdout, help)
+		_, _ = fmt.Fprint(stdout, help)
 		return 0
 	case err != nil:
 		logger.Printf("error: %v", err)

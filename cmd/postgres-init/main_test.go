@@ -47,7 +47,7 @@ func entrypoint(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer in.Close()
+	defer func() { _ = in.Close() }()
 	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY, 0o755)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func (in *instance) waitConnect(t *testing.T, dsn string) *pgx.Conn {
 		conn, err := pgx.Connect(ctx, dsn)
 		cancel()
 		if err == nil {
-			t.Cleanup(func() { conn.Close(context.Background()) })
+			t.Cleanup(func() { _ = conn.Close(context.Background()) })
 			return conn
 		}
 		if time.Now().After(deadline) {
@@ -170,7 +170,7 @@ func cannotConnect(t *testing.T, dsn, why string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if conn, err := pgx.Connect(ctx, dsn); err == nil {
-		conn.Close(ctx)
+		_ = conn.Close(ctx)
 		t.Errorf("connected %s", why)
 	}
 }
@@ -231,7 +231,7 @@ func TestInitialisesOnFirstStartAndNeverReinitialisesOnRestart(t *testing.T) {
 	if info, err := os.Stat(pgdata); err != nil || info.Mode().Perm() != 0o700 {
 		t.Errorf("PGDATA mode %v (%v), want 0700", info.Mode().Perm(), err)
 	}
-	conn.Close(ctx)
+	_ = conn.Close(ctx)
 	first.stop(t)
 
 	// A new password in the environment must not matter: the data directory is kept as it is.
@@ -252,7 +252,7 @@ func TestInitialisesOnFirstStartAndNeverReinitialisesOnRestart(t *testing.T) {
 	if after, err := os.Stat(filepath.Join(pgdata, "PG_VERSION")); err != nil || !after.ModTime().Equal(versionInfo.ModTime()) {
 		t.Errorf("PG_VERSION was rewritten on restart (%v)", err)
 	}
-	conn.Close(ctx)
+	_ = conn.Close(ctx)
 	second.stop(t)
 }
 
@@ -289,7 +289,7 @@ func TestTrustAuthenticationNeedsNoPasswordAndRootDropsToThePostgresUser(t *test
 			t.Errorf("no word about dropping root:\n%s", in.output)
 		}
 	}
-	conn.Close(context.Background())
+	_ = conn.Close(context.Background())
 	in.stop(t)
 }
 

@@ -101,7 +101,7 @@ func (c *Config) validate() (labels.Selector, error) {
 	}
 	sel, err := labels.Parse(c.Selector)
 	if err != nil {
-		return nil, fmt.Errorf("%w: selector %q: %v", ErrInvalidConfig, c.Selector, err)
+		return nil, fmt.Errorf("%w: selector %q: %w", ErrInvalidConfig, c.Selector, err)
 	}
 	if sel.Empty() {
 		return nil, fmt.Errorf("%w: selector %q selects every Job", ErrInvalidConfig, c.Selector)

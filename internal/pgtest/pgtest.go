@@ -179,7 +179,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -265,7 +265,7 @@ func (s *Server) start() error {
 	if err != nil {
 		return fmt.Errorf("open server log: %w", err)
 	}
-	defer logFile.Close()
+	defer func() { _ = logFile.Close() }()
 	cmd := exec.Command(filepath.Join(s.BinDir, "postgres"),
 		"-D", s.DataDir,
 		"-p", strconv.Itoa(s.Port),
@@ -300,7 +300,7 @@ func (s *Server) start() error {
 			s.cmd = nil
 			return fmt.Errorf("postgres exited during startup: %s\n%s", cmd.ProcessState, s.logTail())
 		case <-ctx.Done():
-			return fmt.Errorf("postgres not ready within %s: %v\n%s", readyTimeout, lastErr, s.logTail())
+			return fmt.Errorf("postgres not ready within %s: %w\n%s", readyTimeout, lastErr, s.logTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
@@ -392,7 +392,7 @@ func (s *Server) adminExec(ctx context.Context, sql string) error {
 	if err != nil {
 		return fmt.Errorf("connect as %s: %w", Superuser, err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("%s: %w", sql, err)
 	}

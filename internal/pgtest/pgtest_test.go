@@ -21,7 +21,7 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 	if err != nil {
 		t.Fatalf("connect to %s: %v", dsn, err)
 	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
 }
 
@@ -42,7 +42,7 @@ func TestEachNewDBIsAFreshDatabaseOnTheSharedServer(t *testing.T) {
 	if n != 0 {
 		t.Errorf("a table created in one test database is visible in another")
 	}
-	if pgtest.Shared(t) != pgtest.Shared(t) {
+	if first, again := pgtest.Shared(t), pgtest.Shared(t); first != again {
 		t.Errorf("Shared returned two different servers")
 	}
 }
@@ -52,7 +52,7 @@ func TestPreparedServerAcceptsConnectionsOnlyAfterLaunch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if conn, err := pgx.Connect(ctx, s.DSN("postgres")); err == nil {
-		conn.Close(ctx)
+		_ = conn.Close(ctx)
 		t.Fatalf("connected to a server that was not launched")
 	}
 	s.Launch(t)

@@ -36,7 +36,7 @@ var ErrInvalidURL = errors.New("invalid probe URL")
 func Run(ctx context.Context, cfg Config) error {
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidURL, err)
+		return fmt.Errorf("%w: %w", ErrInvalidURL, err)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("%w: %q: want http(s)://host[:port]/path", ErrInvalidURL, cfg.URL)
@@ -78,7 +78,7 @@ func Run(ctx context.Context, cfg Config) error {
 			if time.Now().Before(deadline) {
 				return fmt.Errorf("probe %s: %w", cfg.URL, context.Cause(ctx))
 			}
-			return fmt.Errorf("%w: no 2xx from %s within %s, last: %v", ErrTimeout, cfg.URL, cfg.Timeout, last)
+			return fmt.Errorf("%w: no 2xx from %s within %s, last: %w", ErrTimeout, cfg.URL, cfg.Timeout, last)
 		case <-time.After(cfg.Interval):
 		}
 	}
@@ -95,7 +95,7 @@ func get(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	return resp.StatusCode, nil
 }

@@ -117,7 +117,7 @@ func TestWriteRetriesWhenTheConfigMapChangedConcurrently(t *testing.T) {
 		// Another migration's record lands between our get and update.
 		other := configMap(map[string]string{})
 		for i := int32(1); i <= n; i++ {
-			other.Data["concurrent"+string(rune('0'+i))] = `{"completedAt":"2026-03-04T05:06:00Z","job":"j"}`
+			other.Data["concurrent"+string('0'+i)] = `{"completedAt":"2026-03-04T05:06:00Z","job":"j"}`
 		}
 		if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, other, ns); err != nil {
 			t.Error(err)

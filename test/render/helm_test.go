@@ -119,7 +119,7 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 	for _, h := range rel.Hooks {
 		weights[h.Kind] = h.Weight
 	}
-	if !(weights["ConfigMap"] < weights["Role"] && weights["Role"] < weights["Job"]) {
+	if weights["ConfigMap"] >= weights["Role"] || weights["Role"] >= weights["Job"] {
 		t.Errorf("hook weights %v", weights)
 	}
 	if !strings.Contains(rel.Manifest, "kind: Deployment") || strings.Contains(rel.Manifest, "kind: Job") {

@@ -238,7 +238,7 @@ func (g *Generator) send(ctx context.Context, method, target string, body []byte
 		}
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	payload, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
 		return fmt.Errorf("read response: %w", err)

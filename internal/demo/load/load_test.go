@@ -42,9 +42,9 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id := a.nextID
 		a.mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"id":%d}`, id)
+		_, _ = fmt.Fprintf(w, `{"id":%d}`, id)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/records/"):
-		fmt.Fprintf(w, `{"id":%s,"body":"x"}`, strings.TrimPrefix(r.URL.Path, "/records/"))
+		_, _ = fmt.Fprintf(w, `{"id":%s,"body":"x"}`, strings.TrimPrefix(r.URL.Path, "/records/"))
 	default:
 		http.NotFound(w, r)
 	}
@@ -142,7 +142,7 @@ func TestReportEndpointServesTheReportAndStopEndsTheRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var r load.Report
 		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s %s: %d %v", method, path, resp.StatusCode, err)
@@ -174,7 +174,7 @@ func TestReportEndpointServesTheReportAndStopEndsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 
 	if err := lock(ctx, conn, logger); err != nil {
 		return Result{}, err
@@ -281,7 +281,7 @@ func CheckStatus(ctx context.Context, databaseURL string, target int, connectTim
 	if err != nil {
 		return Status{}, fmt.Errorf("connect to the database: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	v, err := schema.Version(ctx, conn)
 	if err != nil {
 		return Status{}, err

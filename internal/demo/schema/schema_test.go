@@ -39,7 +39,7 @@ func TestVersionIsZeroWithoutBookkeepingTableAndTheHighestAppliedOtherwise(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 
 	if v, err := schema.Version(ctx, conn); err != nil || v != 0 {
 		t.Errorf("without schema_migrations: version %d, error %v; want 0, nil", v, err)

@@ -68,7 +68,7 @@ func getReadyz(t *testing.T, base string) (int, readiness) {
 	if err != nil {
 		t.Fatalf("GET /readyz: %v", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var r readiness
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
 		t.Fatalf("decode /readyz: %v", err)
@@ -153,7 +153,7 @@ func TestHealthIsAlwaysOKWhileReadinessNeedsTheDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/healthz answered %d without a database, want 200", resp.StatusCode)
 	}
@@ -174,7 +174,7 @@ func TestRecordsCanBeCreatedAndReadBack(t *testing.T) {
 	}
 	var created struct{ ID int64 }
 	err = json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated || err != nil || created.ID == 0 {
 		t.Fatalf("POST /records answered %d id %d (%v), want 201 with an id", resp.StatusCode, created.ID, err)
 	}
@@ -189,7 +189,7 @@ func TestRecordsCanBeCreatedAndReadBack(t *testing.T) {
 		CreatedAt time.Time
 	}
 	err = json.NewDecoder(resp.Body).Decode(&got)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || err != nil || got.ID != created.ID || got.Body != "hello" || got.CreatedAt.IsZero() {
 		t.Errorf("GET /records/%d answered %d %+v (%v)", created.ID, resp.StatusCode, got, err)
 	}
@@ -209,7 +209,7 @@ func TestRecordsCanBeCreatedAndReadBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s %s %s answered %d, want %d", tc.method, tc.path, tc.body, resp.StatusCode, tc.want)
 		}
@@ -252,7 +252,7 @@ func TestGracefulShutdownDropsNoRequestUnderLoad(t *testing.T) {
 	go func() {
 		resp, err := http.Post(base+"/records", "application/json", body)
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode != http.StatusCreated {
 				err = fmt.Errorf("status %d", resp.StatusCode)
 			}
@@ -288,7 +288,7 @@ func TestGracefulShutdownDropsNoRequestUnderLoad(t *testing.T) {
 		if err != nil {
 			break
 		}
-		conn.Close()
+		_ = conn.Close()
 		if time.Since(start) > delay+5*time.Second {
 			t.Fatalf("listener still open %s after SIGTERM", time.Since(start))
 		}
@@ -305,7 +305,9 @@ func TestGracefulShutdownDropsNoRequestUnderLoad(t *testing.T) {
 	if _, err := bodyWriter.Write([]byte(`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	bodyWriter.Close()
+	if err := bodyWriter.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := <-slow; err != nil {
 		t.Errorf("the in-flight request was dropped: %v", err)
 	}
@@ -324,7 +326,9 @@ func TestServeFailsWhenTheListenerBreaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
 	err = server.New(server.Config{AppVersion: 1}).Serve(context.Background(), l)
 	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		t.Errorf("Serve on a closed listener returned %v, want an error", err)
@@ -337,16 +341,17 @@ func TestAfterShutdownBeginsEveryResponseClosesItsConnection(t *testing.T) {
 	base, sigterm, _ := serve(t, server.Config{
 		Pool: newPool(t, dsn), AppVersion: 1, ShutdownDelay: 2 * time.Second, Logger: testLogger(t),
 	})
-	get := func() *http.Response {
+	// closes GETs /healthz and reports whether the response closes its connection.
+	closes := func() bool {
 		t.Helper()
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = resp.Body.Close()
-		return resp
+		return resp.Close
 	}
-	if resp := get(); resp.Close {
+	if closes() {
 		t.Fatal("a response before shutdown closes its connection: keep-alive is off")
 	}
 	sigterm()
@@ -358,7 +363,7 @@ func TestAfterShutdownBeginsEveryResponseClosesItsConnection(t *testing.T) {
 			t.Fatal("/readyz still succeeds a second after SIGTERM")
 		}
 	}
-	if resp := get(); !resp.Close {
+	if !closes() {
 		t.Error("a response during the shutdown delay keeps its connection open for reuse")
 	}
 }
