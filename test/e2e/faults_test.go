@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// migratingPod waits for a pod of the hook migration Job whose `migrate` init container runs, and returns it.
+// migratingPod waits for a pod of the hook migration Job whose `migrate` container runs, and returns it.
 func (r *release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
 	t.Helper()
 	var found corev1.Pod
@@ -20,7 +20,7 @@ func (r *release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
 			return false, err
 		}
 		for _, p := range pods.Items {
-			for _, cs := range p.Status.InitContainerStatuses {
+			for _, cs := range p.Status.ContainerStatuses {
 				if cs.Name == "migrate" && cs.State.Running != nil && p.DeletionTimestamp == nil {
 					found = p
 					return true, nil
