@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,13 +88,16 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 		r.apply(last)
 		r.rolledOut(4 * time.Minute)
 		id := r.appIdentity(ctx)
-		job, err := env.client.BatchV1().Jobs(ns).Get(ctx, r.fullname()+"-migrate-"+id, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("apply %d: the Job named by identity %s: %v", i+1, id, err)
-		}
-		if job.Status.Succeeded != 1 {
-			t.Fatalf("apply %d: Job %s succeeded=%d", i+1, job.Name, job.Status.Succeeded)
-		}
+		// the gate lets pods go on the record, written just before the Job's pod exits: the Job's own
+		// status may follow a moment later
+		name := r.fullname() + "-migrate-" + id
+		waitUntil(t, "Job "+name+" to succeed", time.Minute, func(ctx context.Context) (bool, error) {
+			job, err := env.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, fmt.Errorf("apply %d: the Job named by identity %s: %w", i+1, id, err)
+			}
+			return job.Status.Succeeded == 1, nil
+		})
 		r.assertNoPodStartedBeforeMigration(ctx, id)
 		res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 		res.Upgrades++
