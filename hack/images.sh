@@ -45,7 +45,8 @@ mk -o "$OUT/bench-poller.tar" -tag premigrate/bench-poller:dev -dir "$B:/" -laye
   -file "$(readlink -f "$KUBECTL"):/usr/local/bin/kubectl" -entrypoint /bench-poller -user 65532:65532 -env "$PATH_ENV"
 say "image premigrate/bench-poller:dev (baseline for make bench)"
 
-# PostgreSQL: Debian's postgresql-15 files from this (bookworm) host, with every library they load,
+# PostgreSQL: SIGINT stops it (a fast shutdown, as the official image does: SIGTERM would wait for every
+# client to disconnect). Debian's postgresql-15 files from this (bookworm) host, with every library they load,
 # /bin/sh (initdb runs the server through popen) and the zoneinfo the Debian build uses.
 apt_install postgresql-15
 PG=/usr/lib/postgresql/15
@@ -66,7 +67,7 @@ cp "$W/postgres-init" "$P/usr/local/bin/postgres-init"
 # no chown in the image layers: the directories postgres writes to are world-writable and sticky
 chmod 1777 "$P/var/run/postgresql" "$P/var/lib/postgresql/data"
 mk -o "$OUT/postgres.tar" -tag premigrate/postgres:15 -dir "$B:/" -layer x -dir "$P:/" \
-  -entrypoint /usr/local/bin/postgres-init -user 999:999 \
+  -entrypoint /usr/local/bin/postgres-init -user 999:999 -stop-signal SIGINT \
   -env "PATH=/usr/local/bin:$PG/bin:/usr/bin:/bin" -env PGDATA=/var/lib/postgresql/data -env LANG=C.UTF-8
 say "image premigrate/postgres:15"
 rm -rf "$W"

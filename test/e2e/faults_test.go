@@ -93,7 +93,7 @@ func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *te
 	r.migratingPod(t, 2*time.Minute)
 	time.Sleep(3 * time.Second)
 	mustRun(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=0")
-	t.Logf("database scaled to 0 during the migration")
+	t.Logf("database scaled to 0 during the migration (the image stops PostgreSQL with SIGINT: a fast shutdown that aborts open transactions)")
 	got := <-done
 	res.DurationsSec = append(res.DurationsSec, got.d.Seconds())
 	if got.err == nil {
