@@ -10,6 +10,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// deployResult is what deploy returned, for a deploy run in the background.
+type deployResult struct {
+	out string
+	d   time.Duration
+	err error
+}
+
+// deployAsync runs deploy in the background, so a fault can be injected while Helm waits.
+func (r *release) deployAsync(values map[string]any) <-chan deployResult {
+	done := make(chan deployResult, 1)
+	go func() { out, d, err := r.deploy(values); done <- deployResult{out, d, err} }()
+	return done
+}
+
 // migratingPod waits for a pod of the hook migration Job whose `migrate` container runs, and returns it.
 func (r *release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
 	t.Helper()
@@ -40,13 +54,7 @@ func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 	r.mustDeploy(baseValues())
 	slow := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 		"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}}})
-	type result struct {
-		out string
-		d   time.Duration
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { out, d, err := r.deploy(slow); done <- result{out, d, err} }()
+	done := r.deployAsync(slow)
 	victim := r.migratingPod(t, 2*time.Minute)
 	time.Sleep(3 * time.Second) // well inside the 15 s migration transaction
 	if err := env.client.CoreV1().Pods(ns).Delete(ctx, victim.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
@@ -83,13 +91,7 @@ func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *te
 	values := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 1, "env": []any{
 			envVar("DEMO_MIGRATION_DELAY", "15s"), envVar("MIGRATE_CONNECT_TIMEOUT", "10s")}}})
-	type result struct {
-		out string
-		d   time.Duration
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { out, d, err := r.deploy(values); done <- result{out, d, err} }()
+	done := r.deployAsync(values)
 	r.migratingPod(t, 2*time.Minute)
 	time.Sleep(3 * time.Second)
 	mustRun(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=0")
