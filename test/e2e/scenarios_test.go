@@ -19,11 +19,20 @@ var restricted = map[string]string{"pod-security.kubernetes.io/enforce": "restri
 func scenario(t *testing.T, name, helmBin string) *scenarioResult {
 	start := time.Now()
 	res := &scenarioResult{Scenario: name, Numbers: map[string]float64{}}
-	if helmBin != "" {
-		res.Helm = filepath.Base(helmBin)
-	}
+	res.Helm = toolName(helmBin)
 	t.Cleanup(func() { res.Result = resultOf(t.Failed()); res.WallSec = time.Since(start).Seconds(); addResult(*res) })
 	return res
+}
+
+// toolName names a CLI in the report: helm3, helm4, kubectl, ct.
+func toolName(bin string) string {
+	switch bin {
+	case "":
+		return ""
+	case env.helm3:
+		return "helm3"
+	}
+	return filepath.Base(bin)
 }
 
 // template renders the chart with the Helm 3 CLI, for kubectl apply.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,7 +57,7 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			start := time.Now()
-			res := scenarioResult{Scenario: "upgrades-" + h.name, Helm: filepath.Base(h.bin)}
+			res := scenarioResult{Scenario: "upgrades-" + h.name, Helm: toolName(h.bin)}
 			defer func() { res.Result = resultOf(t.Failed()); res.WallSec = time.Since(start).Seconds(); addResult(res) }()
 			ctx := context.Background()
 			ns := newNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
