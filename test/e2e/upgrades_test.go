@@ -56,6 +56,7 @@ func upgradeCount() int {
 func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchema(t *testing.T) {
 	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
 		t.Run(h.name, func(t *testing.T) {
+			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load
 			start := time.Now()
 			res := scenarioResult{Scenario: "upgrades-" + h.name, Helm: toolName(h.bin)}
 			defer func() { res.Result = resultOf(t.Failed()); res.WallSec = time.Since(start).Seconds(); addResult(res) }()
