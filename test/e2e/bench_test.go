@@ -130,7 +130,11 @@ func createWaiterRBAC(t *testing.T, ns string) {
 // waitDecision is when a waiter's log says it let its pod go: the first field of its last line.
 func waitDecision(t *testing.T, ns, pod string) time.Time {
 	t.Helper()
-	out := strings.TrimSpace(mustRun(t, env.kubectl, "logs", "-n", ns, pod, "-c", "wait"))
+	raw, err := runStdout(env.kubectl, "logs", "-n", ns, pod, "-c", "wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.TrimSpace(raw)
 	lines := strings.Split(out, "\n")
 	f := strings.Fields(lines[len(lines)-1])
 	if len(f) == 0 {

@@ -64,6 +64,19 @@ func runTool(bin string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
+// runStdout runs a CLI and returns its standard output alone: kubectl may log benign warnings on standard
+// error (e.g. websocket stream notices under load) that must not be parsed as a command's result.
+func runStdout(bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("%s %s: %w\n%s%s", bin, strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
 // runWithStdin is runTool with the given standard input.
 func runWithStdin(stdin []byte, bin string, args ...string) (string, error) {
 	cmd := exec.Command(bin, args...)

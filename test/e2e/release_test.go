@@ -78,8 +78,12 @@ func (r *release) mustDeploy(values map[string]any, extra ...string) (string, ti
 // psql runs a query in the embedded PostgreSQL and returns its unaligned output.
 func (r *release) psql(query string) string {
 	r.t.Helper()
-	return strings.TrimSpace(mustRun(r.t, env.kubectl, "exec", "-n", r.ns, r.fullname()+"-postgresql-0", "--",
-		"psql", "-U", "premigrate", "-d", "premigrate", "-Atc", query))
+	out, err := runStdout(env.kubectl, "exec", "-n", r.ns, r.fullname()+"-postgresql-0", "--",
+		"psql", "-U", "premigrate", "-d", "premigrate", "-Atc", query)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
 }
 
 func (r *release) psqlInt(query string) int {
