@@ -46,11 +46,11 @@ lint: tools fmt-check ## gofmt, go vet, golangci-lint, helm lint (3 and 4), ct l
 
 .PHONY: test-unit
 test-unit: ## Go unit tests (gate, demo app against a real PostgreSQL, harness)
-	go test $(GO_PKGS_UNIT)
+	go test -count=1 $(GO_PKGS_UNIT)
 
 .PHONY: test-render
 test-render: tools ## render tests of the chart (no cluster)
-	go test ./test/render/...
+	go test -count=1 ./test/render/...
 
 .PHONY: test-fast
 test-fast: lint test-unit test-render ## everything that needs no cluster
