@@ -52,9 +52,9 @@ gate:
 		if w.Resources.Limits.Memory().String() != "32Mi" {
 			t.Errorf("resources %+v", w.Resources)
 		}
-		inst := container(t, r.job(t).Spec.Template.Spec.InitContainers, "install-gate")
-		if inst.Image != w.Image {
-			t.Errorf("install-gate image %q differs from the gate image %q", inst.Image, w.Image)
+		vols := r.job(t).Spec.Template.Spec.Volumes
+		if len(vols) != 1 || vols[0].Image == nil || vols[0].Image.Reference != w.Image || vols[0].Image.PullPolicy != corev1.PullNever {
+			t.Errorf("the Job's gate volume %+v is not the gate image %q with its pull policy", vols, w.Image)
 		}
 	})
 

@@ -52,6 +52,8 @@ type renderOptions struct {
 	release string
 	// existing objects are what `lookup` finds in the cluster.
 	existing []runtime.Object
+	// kubeVersion overrides the cluster version (.Capabilities.KubeVersion), e.g. "v1.33.0".
+	kubeVersion string
 }
 
 // object is one rendered document, decoded strictly.
@@ -124,6 +126,13 @@ func renderValues(o renderOptions) (*result, error) {
 	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = kubeVersion
+	if o.kubeVersion != "" {
+		v, err := chartutil.ParseKubeVersion(o.kubeVersion)
+		if err != nil {
+			return nil, fmt.Errorf("test kube version: %w", err)
+		}
+		caps.KubeVersion = *v
+	}
 	top, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{
 		Name:      name,
 		Namespace: namespace,

@@ -30,6 +30,7 @@ func TestTheIdentityChangesWithTheMigrationJobSpecOnly(t *testing.T) {
 		"migration limits":      "migration: {backoffLimit: 5, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0}",
 		"migration resources":   "migration: {resources: {requests: {cpu: 20m}}}",
 		"the gate image":        "gate: {image: {tag: other}}",
+		"the gate delivery":     "gate: {delivery: initContainer}",
 	}
 	seen := map[string]string{base: "the defaults"}
 	for what, values := range changes {
@@ -168,6 +169,8 @@ func TestInJobModeOneJobNameAlwaysMeansOneJobSpec(t *testing.T) {
 		"imagePullSecrets: [{name: regcred}]",
 		"replicaCount: 5",
 		"gate: {timeout: 1h}",
+		"gate: {delivery: initContainer}",
+		"gate: {delivery: imageVolume}",
 	}
 	specs := map[string]string{}
 	for _, v := range variations {

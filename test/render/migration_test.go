@@ -109,8 +109,8 @@ migration:
 		job := r.job(t)
 		id := identityOf(t, r)
 		spec := job.Spec.Template.Spec
-		if len(spec.InitContainers) != 1 || len(spec.Containers) != 1 {
-			t.Fatalf("init containers %d containers %d, want 1 and 1", len(spec.InitContainers), len(spec.Containers))
+		if len(spec.InitContainers) != 0 || len(spec.Containers) != 1 {
+			t.Fatalf("init containers %d containers %d, want 0 and 1 (the gate is an image volume on Kubernetes 1.37)", len(spec.InitContainers), len(spec.Containers))
 		}
 		m := container(t, spec.Containers, "migrate")
 		if m.Image != "premigrate/demo@"+testDigest {
@@ -154,21 +154,13 @@ migration:
 		r := render(t, renderOptions{values: "migration: {keepRecords: 7}\ngate: {image: {tag: dev}}"})
 		spec := r.job(t).Spec.Template.Spec
 		id := identityOf(t, r)
-		inst := container(t, spec.InitContainers, "install-gate")
-		if inst.Image != "premigrate/gate:dev" || !equalStrings(inst.Command, []string{"/gate"}) ||
-			!equalStrings(inst.Args, []string{"copy", "--to", "/premigrate/gate"}) {
-			t.Errorf("install-gate image %q command %v args %v", inst.Image, inst.Command, inst.Args)
-		}
 		m := container(t, spec.Containers, "migrate")
 		want := []string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--job", "$(JOB_NAME)", "--keep", "7", "--", "/demo"}
 		if !equalStrings(m.Command, want) {
 			t.Errorf("migrate command %v, want %v", m.Command, want)
 		}
 		if len(m.VolumeMounts) != 1 || m.VolumeMounts[0].MountPath != "/premigrate" || !m.VolumeMounts[0].ReadOnly {
-			t.Errorf("migrate mounts %+v, want the gate's emptyDir read-only at /premigrate", m.VolumeMounts)
-		}
-		if len(spec.Volumes) != 1 || spec.Volumes[0].EmptyDir == nil {
-			t.Errorf("volumes %+v, want one emptyDir", spec.Volumes)
+			t.Errorf("migrate mounts %+v, want the gate read-only at /premigrate", m.VolumeMounts)
 		}
 		if e, ok := envVar(m.Env, "JOB_NAME"); !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.labels['batch.kubernetes.io/job-name']" {
 			t.Errorf("JOB_NAME = %+v", e)
@@ -308,4 +300,52 @@ func userCommand(t *testing.T, c corev1.Container) []string {
 	}
 	t.Fatalf("container %s command %v has no --", c.Name, c.Command)
 	return nil
+}
+
+// The gate binary reaches the migration container either as an image volume of the gate image (no extra
+// container in the Job's pod) or copied by the install-gate init container through an emptyDir.
+func TestTheGateReachesTheMigrationContainerAsAnImageVolumeOrThroughAnInitContainer(t *testing.T) {
+	cases := []struct {
+		name, values, kubeVersion string
+		wantImageVolume           bool
+	}{
+		{name: "auto on Kubernetes 1.37 mounts the gate image", wantImageVolume: true},
+		{name: "auto on Kubernetes 1.35 mounts the gate image", kubeVersion: "v1.35.0", wantImageVolume: true},
+		{name: "auto on Kubernetes 1.34 copies the gate", kubeVersion: "v1.34.2"},
+		{name: "imageVolume is used as asked", values: "gate: {delivery: imageVolume}", kubeVersion: "v1.34.2", wantImageVolume: true},
+		{name: "initContainer is used as asked", values: "gate: {delivery: initContainer}"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			values := "gate: {image: {tag: dev, pullPolicy: Always}}\n"
+			if c.values != "" {
+				values = "gate: {image: {tag: dev, pullPolicy: Always}, " + strings.TrimPrefix(c.values, "gate: {")
+			}
+			spec := render(t, renderOptions{values: values, kubeVersion: c.kubeVersion}).job(t).Spec.Template.Spec
+			if len(spec.Volumes) != 1 || spec.Volumes[0].Name != "premigrate" {
+				t.Fatalf("volumes %+v, want one named premigrate", spec.Volumes)
+			}
+			vol := spec.Volumes[0]
+			if c.wantImageVolume {
+				if vol.Image == nil || vol.Image.Reference != "premigrate/gate:dev" || vol.Image.PullPolicy != corev1.PullAlways {
+					t.Errorf("volume %+v, want an image volume of premigrate/gate:dev pulled Always", vol)
+				}
+				if len(spec.InitContainers) != 0 {
+					t.Errorf("init containers %+v, want none", spec.InitContainers)
+				}
+				return
+			}
+			if vol.EmptyDir == nil {
+				t.Errorf("volume %+v, want an emptyDir", vol)
+			}
+			inst := container(t, spec.InitContainers, "install-gate")
+			if inst.Image != "premigrate/gate:dev" || inst.ImagePullPolicy != corev1.PullAlways || !equalStrings(inst.Command, []string{"/gate"}) ||
+				!equalStrings(inst.Args, []string{"copy", "--to", "/premigrate/gate"}) {
+				t.Errorf("install-gate image %q policy %q command %v args %v", inst.Image, inst.ImagePullPolicy, inst.Command, inst.Args)
+			}
+			if len(inst.VolumeMounts) != 1 || inst.VolumeMounts[0].MountPath != "/premigrate" || inst.VolumeMounts[0].ReadOnly {
+				t.Errorf("install-gate mounts %+v, want the emptyDir writable at /premigrate", inst.VolumeMounts)
+			}
+		})
+	}
 }

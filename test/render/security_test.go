@@ -58,10 +58,12 @@ func restrictedProblems(spec corev1.PodSpec) []string {
 	if spec.HostNetwork || spec.HostPID || spec.HostIPC {
 		add("host namespaces")
 	}
+	// The restricted profile's volume types (image volumes joined them with Kubernetes 1.35; the cluster
+	// tests apply every pod in namespaces that enforce the profile).
 	for _, v := range spec.Volumes {
 		s := v.VolumeSource
 		if s.ConfigMap == nil && s.CSI == nil && s.DownwardAPI == nil && s.EmptyDir == nil && s.Ephemeral == nil &&
-			s.PersistentVolumeClaim == nil && s.Projected == nil && s.Secret == nil {
+			s.Image == nil && s.PersistentVolumeClaim == nil && s.Projected == nil && s.Secret == nil {
 			add("volume %s has a type the restricted profile forbids", v.Name)
 		}
 	}

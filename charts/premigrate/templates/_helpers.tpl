@@ -88,6 +88,24 @@ The migration image: migration.image when its repository is set, else the app im
 {{- include "premigrate.imageRef" (dict "image" .Values.gate.image "tag" .Chart.AppVersion) -}}
 {{- end }}
 
+{{/*
+How the gate binary reaches the migration container: "imageVolume" (the gate image mounted as an image
+volume: no extra container) or "initContainer" (copied through an emptyDir by an init container). "auto"
+picks imageVolume where image volumes are on by default (Kubernetes 1.35 and later).
+*/}}
+{{- define "premigrate.gateDelivery" -}}
+{{- $d := .Values.gate.delivery | default "auto" -}}
+{{- if eq $d "auto" -}}
+{{- if semverCompare ">=1.35.0-0" .Capabilities.KubeVersion.Version -}}
+imageVolume
+{{- else -}}
+initContainer
+{{- end -}}
+{{- else -}}
+{{- $d -}}
+{{- end -}}
+{{- end }}
+
 {{- define "premigrate.postgresqlImage" -}}
 {{- include "premigrate.imageRef" (dict "image" .Values.postgresql.image "tag" "15") -}}
 {{- end }}
@@ -172,7 +190,7 @@ pods' premigrate.io/identity annotation and the gate's --identity.
 {{- $database := dict "name" (include "premigrate.databaseSecretName" .) "key" (include "premigrate.databaseSecretKey" .) "env" .Values.database.urlEnvName -}}
 {{- $migration := dict "image" (include "premigrate.migrationImage" .) "pullPolicy" (include "premigrate.migrationPullPolicy" .) "command" ($m.command | default .Values.command) "args" $m.args "env" (concat .Values.env $m.env) "envFrom" (concat .Values.envFrom $m.envFrom) "database" $database -}}
 {{- $job := dict "resources" $m.resources "backoffLimit" $m.backoffLimit "activeDeadlineSeconds" $m.activeDeadlineSeconds "ttl" $m.ttlSecondsAfterFinished "failFast" $m.failFastExitCodes "keepRecords" $m.keepRecords -}}
-{{- $pod := dict "gateImage" (include "premigrate.gateImage" .) "gatePullPolicy" .Values.gate.image.pullPolicy "gateResources" .Values.gate.resources "podSecurityContext" .Values.podSecurityContext "securityContext" .Values.securityContext "imagePullSecrets" .Values.imagePullSecrets "chart" .Chart.Version -}}
+{{- $pod := dict "gateImage" (include "premigrate.gateImage" .) "gatePullPolicy" .Values.gate.image.pullPolicy "gateResources" .Values.gate.resources "gateDelivery" (include "premigrate.gateDelivery" .) "podSecurityContext" .Values.podSecurityContext "securityContext" .Values.securityContext "imagePullSecrets" .Values.imagePullSecrets "chart" .Chart.Version -}}
 {{- toJson (dict "migration" $migration "job" $job "pod" $pod) | sha256sum | trunc 10 -}}
 {{- end }}
 
