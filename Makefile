@@ -70,7 +70,7 @@ demo: tools cluster ## a kind cluster, the chart installed with its embedded dat
 .PHONY: bench
 bench: tools images ## measure gate latency, upgrade overhead and sizes; writes a dated report
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/... -count=1 -timeout 60m -v -run TestBenchmark 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
+	  go test ./test/e2e/... -count=1 -timeout 60m -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
 
 .PHONY: docs
 docs: tools ## regenerate the chart README's values table with helm-docs

@@ -318,45 +318,6 @@ func samplePeakMemory(ns, pod, container string, stop <-chan struct{}) int64 {
 	}
 }
 
-func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
-	runs := envInt("BENCH_UPGRADES", 5)
-	on := newRelease(t, newNamespace(t, "bench-on", restricted), "app", env.helm3)
-	off := newRelease(t, newNamespace(t, "bench-off", restricted), "app", env.helm3)
-	offValues := map[string]any{"migration": map[string]any{"enabled": false}}
-	on.mustDeploy(baseValues())
-	// without the migration the schema must exist already: migrate once, then turn it off
-	off.mustDeploy(baseValues())
-	off.mustDeploy(merged(baseValues(), offValues))
-	var withM, withoutM []float64
-	for i := 0; i < runs; i++ {
-		change := map[string]any{"env": []any{envVar("GREETING", fmt.Sprint(i))}}
-		order := []*release{on, off}
-		if i%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
-		for _, r := range order {
-			values := merged(baseValues(), change)
-			if r == off {
-				values = merged(values, offValues)
-			}
-			_, d := r.mustDeploy(values)
-			if r == on {
-				withM = append(withM, d.Seconds())
-			} else {
-				withoutM = append(withoutM, d.Seconds())
-			}
-		}
-		t.Logf("run %d/%d: upgrade --wait with migration %.1fs, without %.1fs", i+1, runs, withM[i], withoutM[i])
-	}
-	res := map[string]any{
-		"runs": runs, "withMigrationSec": withM, "withoutMigrationSec": withoutM,
-		"withMedianSec": percentile(withM, 0.5), "withoutMedianSec": percentile(withoutM, 0.5),
-		"ratio": percentile(withM, 0.5) / maxf(percentile(withoutM, 0.5), 0.001),
-	}
-	benchRecord("upgradeOverhead", res)
-	t.Logf("upgrade overhead: %+v", res)
-}
-
 func TestBenchmarkImageSizes(t *testing.T) {
 	archives, err := filepath.Glob(filepath.Join(os.Getenv("PREMIGRATE_CACHE"), "images", "*.tar"))
 	if err != nil || len(archives) == 0 {

@@ -1,0 +1,237 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// upgradeVariant is one release of the upgrade-overhead benchmark: the same chart and the same change,
+// with the migration on or off, the gate delivered one way or the other, Helm 3 or Helm 4.
+type upgradeVariant struct {
+	name   string
+	helm   string
+	values map[string]any
+	rel    *release
+	wall   []float64
+	phases map[string][]float64
+}
+
+// upgradeTimeline is what a watch of one namespace saw during one `helm upgrade --wait`, on this
+// machine's clock: when the migration Job appeared, when its pod succeeded, when the Job was Complete,
+// when the first new app pod appeared and when the last new app pod became Ready.
+type upgradeTimeline struct {
+	mu                                                   sync.Mutex
+	jobCreated, jobPodSucceeded, jobComplete, appCreated time.Time
+	appReady                                             map[string]time.Time
+	// old pods and Jobs existed before the upgrade: their events (the previous hook Job deleted, old
+	// app pods terminating) are not part of this upgrade's timeline
+	old map[types.UID]bool
+}
+
+func (tl *upgradeTimeline) seen(ev watch.Event, at time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	first := func(t *time.Time) {
+		if t.IsZero() {
+			*t = at
+		}
+	}
+	switch o := ev.Object.(type) {
+	case *batchv1.Job:
+		if tl.old[o.UID] {
+			return
+		}
+		if ev.Type == watch.Added {
+			first(&tl.jobCreated)
+		}
+		for _, c := range o.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				first(&tl.jobComplete)
+			}
+		}
+	case *corev1.Pod:
+		if tl.old[o.UID] {
+			return
+		}
+		switch o.Labels["app.kubernetes.io/component"] {
+		case "migration":
+			if o.Status.Phase == corev1.PodSucceeded {
+				first(&tl.jobPodSucceeded)
+			}
+		case "app":
+			first(&tl.appCreated)
+			for _, c := range o.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					if _, ok := tl.appReady[o.Name]; !ok {
+						tl.appReady[o.Name] = at
+					}
+				}
+			}
+		}
+	}
+}
+
+// watchUpgrade records the timeline of ns until stop is closed. Pods and Jobs that exist when it starts
+// are old.
+func watchUpgrade(t *testing.T, ns string, stop <-chan struct{}) (*upgradeTimeline, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tl := &upgradeTimeline{appReady: map[string]time.Time{}, old: map[types.UID]bool{}}
+	pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing pods of %s: %v", ns, err)
+	}
+	for _, p := range pods.Items {
+		tl.old[p.UID] = true
+	}
+	jobs, err := env.client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing jobs of %s: %v", ns, err)
+	}
+	for _, j := range jobs.Items {
+		tl.old[j.UID] = true
+	}
+	pw, err := env.client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: pods.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watching pods of %s: %v", ns, err)
+	}
+	jw, err := env.client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: jobs.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watching jobs of %s: %v", ns, err)
+	}
+	var wg sync.WaitGroup
+	for _, w := range []watch.Interface{pw, jw} {
+		wg.Add(1)
+		go func(w watch.Interface) {
+			defer wg.Done()
+			for {
+				select {
+				case ev, ok := <-w.ResultChan():
+					if !ok {
+						return
+					}
+					tl.seen(ev, time.Now())
+				case <-stop:
+					w.Stop()
+					return
+				}
+			}
+		}(w)
+	}
+	return tl, func() { cancel(); wg.Wait() }
+}
+
+// phases splits one upgrade's wall time into the steps the timeline saw (seconds). Steps the upgrade did
+// not have (no Job without the migration) are left out.
+func (tl *upgradeTimeline) phases(start, end time.Time) map[string]float64 {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var lastReady time.Time
+	for _, at := range tl.appReady {
+		if at.After(lastReady) {
+			lastReady = at
+		}
+	}
+	out := map[string]float64{}
+	put := func(name string, from, to time.Time) {
+		if !from.IsZero() && !to.IsZero() {
+			out[name] = to.Sub(from).Seconds()
+		}
+	}
+	appFrom := start
+	if !tl.jobCreated.IsZero() {
+		put("1 helm start -> Job created", start, tl.jobCreated)
+		put("2 Job created -> its pod Succeeded", tl.jobCreated, tl.jobPodSucceeded)
+		put("3 pod Succeeded -> Job Complete (Job controller)", tl.jobPodSucceeded, tl.jobComplete)
+		appFrom = tl.jobComplete
+		put("4 Job Complete -> first new app pod", appFrom, tl.appCreated)
+	} else {
+		put("4 helm start -> first new app pod", appFrom, tl.appCreated)
+	}
+	put("5 first new app pod -> last new app pod Ready", tl.appCreated, lastReady)
+	put("6 last app pod Ready -> helm returns", lastReady, end)
+	return out
+}
+
+func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
+	runs := envInt("BENCH_UPGRADES", 5)
+	off := map[string]any{"migration": map[string]any{"enabled": false}}
+	variants := []*upgradeVariant{
+		{name: "helm3 migration off", helm: env.helm3, values: off},
+		{name: "helm3 migration on", helm: env.helm3, values: map[string]any{}},
+		{name: "helm3 migration on, gate copied by an init container", helm: env.helm3,
+			values: map[string]any{"gate": map[string]any{"delivery": "initContainer"}}},
+		{name: "helm3 migration on, no gate on the app pods", helm: env.helm3,
+			values: map[string]any{"gate": map[string]any{"mode": "none"}}},
+		{name: "helm3 migration on, job mode", helm: env.helm3,
+			values: map[string]any{"migration": map[string]any{"mode": "job"}}},
+		{name: "helm4 migration off", helm: env.helm4, values: off},
+		{name: "helm4 migration on", helm: env.helm4, values: map[string]any{}},
+	}
+	for i, v := range variants {
+		v.phases = map[string][]float64{}
+		v.rel = newRelease(t, newNamespace(t, fmt.Sprintf("bench-up%d", i), restricted), "app", v.helm)
+		if v.values["migration"] != nil && v.values["migration"].(map[string]any)["enabled"] == false {
+			// without the migration the schema must exist: install with it, then turn it off
+			v.rel.mustDeploy(baseValues())
+		}
+		v.rel.mustDeploy(merged(baseValues(), v.values))
+	}
+	for i := 0; i < runs; i++ {
+		change := map[string]any{"env": []any{envVar("GREETING", fmt.Sprint(i))}}
+		line := []string{}
+		for k := range variants {
+			v := variants[(i+k)%len(variants)] // rotate which variant goes first
+			stop := make(chan struct{})
+			tl, wait := watchUpgrade(t, v.rel.ns, stop)
+			start := time.Now()
+			_, d := v.rel.mustDeploy(merged(merged(baseValues(), v.values), change))
+			end := time.Now()
+			close(stop)
+			wait()
+			v.wall = append(v.wall, d.Seconds())
+			for name, sec := range tl.phases(start, end) {
+				v.phases[name] = append(v.phases[name], sec)
+			}
+			line = append(line, fmt.Sprintf("%s %.1fs", v.name, d.Seconds()))
+		}
+		t.Logf("run %d/%d: %s", i+1, runs, strings.Join(line, ", "))
+	}
+	res := map[string]any{"runs": runs}
+	medians := map[string]float64{}
+	for _, v := range variants {
+		phases := map[string]any{}
+		names := make([]string, 0, len(v.phases))
+		for name := range v.phases {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			phases[name] = map[string]float64{"p50": percentile(v.phases[name], 0.5), "min": percentile(v.phases[name], 0), "max": percentile(v.phases[name], 1)}
+		}
+		medians[v.name] = percentile(v.wall, 0.5)
+		res[v.name] = map[string]any{"wallSec": v.wall, "medianSec": medians[v.name], "phasesSec": phases}
+		t.Logf("%s: median %.2fs (%.1f-%.1f); phases (p50): %v", v.name, medians[v.name], percentile(v.wall, 0), percentile(v.wall, 1), phases)
+	}
+	ratios := map[string]float64{}
+	for _, v := range variants {
+		base := strings.Fields(v.name)[0] + " migration off"
+		if v.name != base {
+			ratios[v.name+" / "+base] = medians[v.name] / maxf(medians[base], 0.001)
+		}
+	}
+	res["ratios"] = ratios
+	t.Logf("ratios (medians): %v", ratios)
+	benchRecord("upgradeOverhead", res)
+}
