@@ -149,15 +149,18 @@ func (tl *upgradeTimeline) phases(start, end time.Time) map[string]float64 {
 			out[name] = to.Sub(from).Seconds()
 		}
 	}
-	appFrom := start
 	if !tl.jobCreated.IsZero() {
 		put("1 helm start -> Job created", start, tl.jobCreated)
 		put("2 Job created -> its pod Succeeded", tl.jobCreated, tl.jobPodSucceeded)
 		put("3 pod Succeeded -> Job Complete (Job controller)", tl.jobPodSucceeded, tl.jobComplete)
-		appFrom = tl.jobComplete
-		put("4 Job Complete -> first new app pod", appFrom, tl.appCreated)
+		if tl.appCreated.Before(tl.jobComplete) {
+			// job mode: the app pods are created with the Job and wait in the gate
+			put("4 first new app pod created before Job Complete by", tl.appCreated, tl.jobComplete)
+		} else {
+			put("4 Job Complete -> first new app pod", tl.jobComplete, tl.appCreated)
+		}
 	} else {
-		put("4 helm start -> first new app pod", appFrom, tl.appCreated)
+		put("4 helm start -> first new app pod", start, tl.appCreated)
 	}
 	put("5 first new app pod -> last new app pod Ready", tl.appCreated, lastReady)
 	put("6 last app pod Ready -> helm returns", lastReady, end)
