@@ -89,6 +89,9 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 		{"image": map[string]any{"tag": "v3"}},
 		{"image": map[string]any{"tag": "v4"}},
 		{"image": map[string]any{"tag": "v5"}},
+		// the gate copied by the install-gate init container instead of the image volume: a new Job spec,
+		// so a new identity and a new Job, never a patch
+		{"image": map[string]any{"tag": "v5"}, "gate": map[string]any{"delivery": "initContainer"}},
 	}
 	var last []byte
 	for i, s := range steps {
@@ -108,6 +111,12 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 			return job.Status.Succeeded == 1, nil
 		})
 		r.assertNoPodStartedBeforeMigration(ctx, id)
+		if job := r.migrationJob(ctx, id); job != nil {
+			_, copied := s["gate"]
+			if got := len(job.Spec.Template.Spec.InitContainers) == 1; got != copied {
+				t.Errorf("apply %d: Job %s has %d init containers; the gate should be copied by one: %v", i+1, name, len(job.Spec.Template.Spec.InitContainers), copied)
+			}
+		}
 		res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 		res.Upgrades++
 		t.Logf("apply %d: identity %s rolled out in %s", i+1, id, time.Since(start).Round(time.Millisecond))

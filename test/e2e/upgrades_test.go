@@ -84,8 +84,14 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 					t.Fatalf("upgrade %d (%s) kept the migration identity %s", i+1, step.what, id)
 				}
 				id = newID
-				if j := r.migrationJob(ctx, id); j == nil || j.Status.Succeeded != 1 {
+				j := r.migrationJob(ctx, id)
+				if j == nil || j.Status.Succeeded != 1 {
 					t.Fatalf("upgrade %d (%s): no succeeded migration Job for identity %s", i+1, step.what, id)
+				}
+				// on Kubernetes 1.37 the default gate.delivery mounts the gate image: no init container
+				if spec := j.Spec.Template.Spec; len(spec.InitContainers) != 0 || len(spec.Volumes) != 1 || spec.Volumes[0].Image == nil {
+					t.Errorf("upgrade %d (%s): the migration Job's pod has init containers %d and volumes %+v, want the gate image as its only volume",
+						i+1, step.what, len(spec.InitContainers), spec.Volumes)
 				}
 				r.assertNoPodStartedBeforeMigration(ctx, id)
 				runs++
