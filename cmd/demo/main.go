@@ -27,9 +27,11 @@ const (
 )
 
 func main() {
+	// First thing: demo serve records when its process started (the demo_pod_starts witness).
+	started := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	os.Exit(run(ctx, started, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
 
 const usage = `demo: the premigrate demo app
@@ -46,9 +48,10 @@ Run "demo <command> --help" for the flags and environment variables of a command
 // env reads configuration from the environment.
 type env func(string) string
 
-// run executes the command line args and returns the process exit code. It takes its
-// environment and output streams as parameters so it can be run in-process by tests.
-func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
+// run executes the command line args and returns the process exit code. It takes the time the
+// process started, its environment and output streams as parameters so it can be run in-process
+// by tests.
+func run(ctx context.Context, started time.Time, args []string, getenv env, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		_, _ = fmt.Fprint(stderr, usage)
 		return exitUsage
@@ -60,7 +63,7 @@ func run(ctx context.Context, args []string, getenv env, stdout, stderr io.Write
 		}
 		return migrateCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "serve":
-		return serveCmd(ctx, args[1:], getenv, stdout, stderr)
+		return serveCmd(ctx, started, args[1:], getenv, stdout, stderr)
 	case "load":
 		return loadCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -34,8 +34,13 @@ func demo(t *testing.T, vars map[string]string, args ...string) result {
 }
 
 func demoCtx(ctx context.Context, vars map[string]string, args ...string) result {
+	return demoStartedAt(ctx, time.Now(), vars, args...)
+}
+
+// demoStartedAt runs the demo command as a process that started at started.
+func demoStartedAt(ctx context.Context, started time.Time, vars map[string]string, args ...string) result {
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, args, func(k string) string { return vars[k] }, &stdout, &stderr)
+	code := run(ctx, started, args, func(k string) string { return vars[k] }, &stdout, &stderr)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
@@ -168,9 +173,9 @@ func TestHelpDocumentsEveryFlagAndEnvironmentVariable(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--help"}, []string{"demo migrate", "demo migrate status", "demo serve", "demo load"}},
-		{[]string{"migrate", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "SCHEMA_ACCEPT_DATA_LOSS", "DEMO_FAIL_MIGRATION", "MIGRATE_CONNECT_TIMEOUT", "PREMIGRATE_IDENTITY", "3  refused"}},
+		{[]string{"migrate", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "SCHEMA_ACCEPT_DATA_LOSS", "DEMO_FAIL_MIGRATION", "DEMO_REFUSE_NEWER_SCHEMA", "MIGRATE_CONNECT_TIMEOUT", "PREMIGRATE_IDENTITY", "3  refused", "started_at, finished_at"}},
 		{[]string{"migrate", "status", "-h"}, []string{"DATABASE_URL", "DEMO_VERSION", "MIGRATE_CONNECT_TIMEOUT"}},
-		{[]string{"serve", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "LISTEN_ADDR", "SHUTDOWN_DELAY", "/healthz", "/readyz", "POST /records", "GET  /records/{id}"}},
+		{[]string{"serve", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "LISTEN_ADDR", "SHUTDOWN_DELAY", "POD_NAME", "PREMIGRATE_IDENTITY", "demo_pod_starts", "/healthz", "/readyz", "POST /records", "GET  /records/{id}"}},
 		{[]string{"load", "--help"}, []string{"-target", "-rate", "-duration", "-report-addr", "-timeout", "GET  /report", "POST /stop", "longestGapMs"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -254,5 +259,201 @@ func TestServeAnswersUntilSignalledThenLoadReportsNoFailure(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("serve did not exit after the signal")
+	}
+}
+
+func TestMigrateRefusesASchemaNewerThanDemoVersionOnlyWhenAskedTo(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	if r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "3"}, "migrate"); r.code != exitOK {
+		t.Fatalf("migrate to 3: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, tc := range []struct {
+		name        string
+		demoVersion string
+		refuse      string
+		wantCode    int
+		wantLine    string // a whole log line, after the timestamp
+		wantNewRuns int
+	}{
+		{"refusing, schema newer", "2", "true", exitFailure,
+			"migrate: database schema version 3 is newer than this migration's target 2: refusing to run an older migration against a newer schema (DEMO_REFUSE_NEWER_SCHEMA=true)", 0},
+		{"refusing, schema at the target", "3", "true", exitOK, "schema is at version 3, the target: nothing to do", 1},
+		{"not refusing by default, schema newer", "2", "", exitOK, "schema is at version 3, ahead of target 2: nothing to do", 1},
+		{"explicitly not refusing, schema newer", "1", "false", exitOK, "schema is at version 3, ahead of target 1: nothing to do", 1},
+		{"not a boolean", "2", "maybe", exitUsage, `migrate: configuration error: DEMO_REFUSE_NEWER_SCHEMA="maybe": want true or false`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := runs(t, dsn)
+			r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": tc.demoVersion, "DEMO_REFUSE_NEWER_SCHEMA": tc.refuse}, "migrate")
+			line := regexp.MustCompile(`(?m)^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} ` + regexp.QuoteMeta(tc.wantLine) + `$`)
+			if r.code != tc.wantCode || !line.MatchString(r.stderr) {
+				t.Errorf("exit %d, want %d with the line %q in:\n%s", r.code, tc.wantCode, tc.wantLine, r.stderr)
+			}
+			if got := runs(t, dsn) - before; got != tc.wantNewRuns {
+				t.Errorf("%d runs recorded, want %d", got, tc.wantNewRuns)
+			}
+			if v := schemaVersion(t, dsn); v != 3 {
+				t.Errorf("schema at %d, want 3", v)
+			}
+		})
+	}
+}
+
+func runs(t *testing.T, dsn string) int {
+	t.Helper()
+	return queryInt(t, dsn, "SELECT count(*) FROM demo_migrate_runs")
+}
+
+func queryInt(t *testing.T, dsn, sql string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	var n int
+	if err := conn.QueryRow(ctx, sql).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// waitHTTP polls url until it answers want, for up to 30 s.
+func waitHTTP(t *testing.T, url string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not answer %d after 30s (last error %v)", url, want, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestServeRecordsItsStartOnceEvenOnADatabaseNoMigrationTouched(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", pgtest.FreePort(t))
+	started := time.Now().Add(-1500 * time.Millisecond)
+	ctx, sigterm := context.WithCancel(context.Background())
+	defer sigterm()
+	served := make(chan result, 1)
+	go func() {
+		served <- demoStartedAt(ctx, started, map[string]string{
+			"DATABASE_URL": dsn, "LISTEN_ADDR": addr, "SHUTDOWN_DELAY": "0s", "DEMO_VERSION": "2",
+			"POD_NAME": "demo-7d4f-x2x9z", "HOSTNAME": "not-this-one", "PREMIGRATE_IDENTITY": "id-42",
+		}, "serve")
+	}()
+	// Unmigrated: the app serves, is not ready, and records its start all the same.
+	waitHTTP(t, "http://"+addr+"/healthz", http.StatusOK)
+	waitHTTP(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable)
+	deadline := time.Now().Add(30 * time.Second)
+	for queryInt(t, dsn, "SELECT count(*) FROM pg_tables WHERE tablename = 'demo_pod_starts'") == 0 ||
+		queryInt(t, dsn, "SELECT count(*) FROM demo_pod_starts") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no row in demo_pod_starts 30s after serve started")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Later migrations and probes do not add rows: one per process.
+	if r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "2"}, "migrate"); r.code != exitOK {
+		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
+	}
+	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK)
+	sigterm()
+	var s result
+	select {
+	case s = <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit after the signal")
+	}
+	if s.code != exitOK {
+		t.Errorf("serve: exit %d\n%s", s.code, s.stderr)
+	}
+	if n := strings.Count(s.stderr, "witness: pod demo-7d4f-x2x9z version 2 saw schema 0\n"); n != 1 {
+		t.Errorf("the witness line appears %d times, want once:\n%s", n, s.stderr)
+	}
+
+	ctx2 := context.Background()
+	conn, err := pgx.Connect(ctx2, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(ctx2) }()
+	var (
+		n, appVersion, seen int
+		pod, identity       string
+		processStarted      time.Time
+		beforeConnect       bool
+	)
+	err = conn.QueryRow(ctx2, `SELECT count(*) OVER (), pod, identity, app_version, schema_seen, process_started_at,
+		process_started_at < connected_at FROM demo_pod_starts`).Scan(&n, &pod, &identity, &appVersion, &seen, &processStarted, &beforeConnect)
+	if err != nil {
+		t.Fatalf("read demo_pod_starts: %v", err)
+	}
+	if n != 1 || pod != "demo-7d4f-x2x9z" || identity != "id-42" || appVersion != 2 || seen != 0 {
+		t.Errorf("demo_pod_starts holds %d row(s), the first: pod %q, identity %q, app_version %d, schema_seen %d; want 1: demo-7d4f-x2x9z, id-42, 2, 0",
+			n, pod, identity, appVersion, seen)
+	}
+	if want := started.Truncate(time.Millisecond); !processStarted.Equal(want) || !beforeConnect {
+		t.Errorf("process_started_at is %s (before connected_at: %v), want %s, the process's start", processStarted, beforeConnect, want)
+	}
+}
+
+func TestServeWithoutADatabaseServesAndShutsDownCleanlyWithoutItsWitnessRow(t *testing.T) {
+	unreachable := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", pgtest.FreePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", pgtest.FreePort(t))
+	ctx, sigterm := context.WithCancel(context.Background())
+	defer sigterm()
+	served := make(chan result, 1)
+	go func() {
+		served <- demoCtx(ctx, map[string]string{"DATABASE_URL": unreachable, "LISTEN_ADDR": addr, "SHUTDOWN_DELAY": "0s"}, "serve")
+	}()
+	waitHTTP(t, "http://"+addr+"/healthz", http.StatusOK)
+	time.Sleep(time.Second) // a few failed witness attempts
+	sigterm()
+	select {
+	case s := <-served:
+		if s.code != exitOK {
+			t.Errorf("serve: exit %d\n%s", s.code, s.stderr)
+		}
+		if n := strings.Count(s.stderr, "witness: cannot record the start"); n != 1 {
+			t.Errorf("the repeated witness failure was logged %d times, want once:\n%s", n, s.stderr)
+		}
+		if !strings.Contains(s.stderr, "witness: not recorded: ") {
+			t.Errorf("serve does not say the witness gave up:\n%s", s.stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not exit after the signal")
+	}
+}
+
+func TestThePodNameIsPodNameElseHostname(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		want string
+	}{
+		{"both set", map[string]string{"POD_NAME": "pod-a", "HOSTNAME": "host-b"}, "pod-a"},
+		{"only POD_NAME", map[string]string{"POD_NAME": "pod-a"}, "pod-a"},
+		{"only HOSTNAME", map[string]string{"HOSTNAME": "host-b"}, "host-b"},
+		{"neither: the system's host name", map[string]string{}, host},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := podName(func(k string) string { return tc.vars[k] }); got != tc.want {
+				t.Errorf("pod name %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

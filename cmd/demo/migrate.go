@@ -17,9 +17,11 @@ const migrateHelp = `Usage: demo migrate
 
 Applies the pending schema migrations embedded in this binary, up to DEMO_VERSION, one
 transaction per version, while holding a PostgreSQL advisory lock (a concurrent run waits, then
-finds nothing to do). A schema already at or beyond DEMO_VERSION is left alone. Every successful
-run adds a row to demo_migrate_runs(identity, applied, finished_at); every applied version a row to
-schema_migrations(version, applied_at, duration_ms).
+finds nothing to do). A schema already at DEMO_VERSION is left alone; one beyond it too, unless
+DEMO_REFUSE_NEWER_SCHEMA=true. Every successful run adds a row to
+demo_migrate_runs(identity, applied, started_at, finished_at), both times from the database's
+clock (started_at once the lock is held, finished_at at the insert); every applied version a row
+to schema_migrations(version, applied_at, duration_ms).
 
 Environment:
   DATABASE_URL              PostgreSQL connection URL (required)
@@ -31,12 +33,16 @@ Environment:
                             transaction after running its DDL, which is rolled back (default: none)
   DEMO_MIGRATION_DELAY      fault injection: every applied version sleeps this long inside its
                             transaction, so a run can be killed halfway (default: none)
+  DEMO_REFUSE_NEWER_SCHEMA  "true" refuses a schema newer than DEMO_VERSION (checked under the
+                            lock): nothing is applied or recorded, exit code 1 (default false:
+                            such a schema is left alone, exit code 0)
   MIGRATE_CONNECT_TIMEOUT   how long to retry the first connection, with backoff (default 60s)
   PREMIGRATE_IDENTITY       migration identity recorded in demo_migrate_runs (default: NULL)
 
 Exit codes:
   0  migrations applied, or nothing to do
-  1  failure (database unreachable, a migration failed, ...): worth a retry
+  1  failure (database unreachable, a migration failed, the schema is newer than DEMO_VERSION
+     and DEMO_REFUSE_NEWER_SCHEMA=true, ...)
   2  usage or configuration error
   3  refused: a destructive migration is pending and SCHEMA_ACCEPT_DATA_LOSS is not true;
      do not retry
@@ -66,6 +72,7 @@ type migrateSettings struct {
 	delay          time.Duration
 	connectTimeout time.Duration
 	identity       string
+	refuseNewer    bool
 }
 
 func readMigrateSettings(getenv env) (migrateSettings, error) {
@@ -83,6 +90,8 @@ func readMigrateSettings(getenv env) (migrateSettings, error) {
 	s.delay, err = durationSetting(getenv, "DEMO_MIGRATION_DELAY", 0)
 	errs = append(errs, err)
 	s.connectTimeout, err = durationSetting(getenv, "MIGRATE_CONNECT_TIMEOUT", defaultConnectTimeout)
+	errs = append(errs, err)
+	s.refuseNewer, err = boolSetting(getenv, "DEMO_REFUSE_NEWER_SCHEMA")
 	errs = append(errs, err)
 	s.identity = getenv("PREMIGRATE_IDENTITY")
 	return s, errors.Join(errs...)
@@ -102,14 +111,15 @@ func migrateCmd(ctx context.Context, args []string, getenv env, stdout, stderr i
 	logger.Printf("migrate: target schema version %d (identity %q)", s.target, s.identity)
 	start := time.Now()
 	res, err := migrate.Run(ctx, migrate.Config{
-		DatabaseURL:    s.databaseURL,
-		Target:         s.target,
-		AcceptDataLoss: s.acceptDataLoss,
-		FailVersion:    s.failVersion,
-		Delay:          s.delay,
-		ConnectTimeout: s.connectTimeout,
-		Identity:       s.identity,
-		Logger:         logger,
+		DatabaseURL:       s.databaseURL,
+		Target:            s.target,
+		AcceptDataLoss:    s.acceptDataLoss,
+		FailVersion:       s.failVersion,
+		Delay:             s.delay,
+		ConnectTimeout:    s.connectTimeout,
+		Identity:          s.identity,
+		RefuseNewerSchema: s.refuseNewer,
+		Logger:            logger,
 	})
 	var cfgErr *migrate.ConfigError
 	switch {
@@ -119,6 +129,9 @@ func migrateCmd(ctx context.Context, args []string, getenv env, stdout, stderr i
 	case errors.As(err, &cfgErr):
 		logger.Printf("migrate: configuration error: %v", err)
 		return exitUsage
+	case migrate.IsNewerSchema(err):
+		logger.Printf("migrate: %v", err)
+		return exitFailure
 	case err != nil:
 		logger.Printf("migrate: failed: %s", migrate.OneLine(err))
 		return exitFailure

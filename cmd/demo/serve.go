@@ -6,11 +6,14 @@ import (
 	"flag"
 	"io"
 	"net"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/premigrate/premigrate/internal/demo/migrate"
 	"github.com/premigrate/premigrate/internal/demo/server"
+	"github.com/premigrate/premigrate/internal/demo/witness"
 )
 
 const serveHelp = `Usage: demo serve
@@ -25,11 +28,20 @@ Serves the records API:
 On SIGTERM (or SIGINT) /readyz fails at once, requests are still served for SHUTDOWN_DELAY, then
 the listener closes and in-flight requests are drained (at most 30s) before the process exits 0.
 
+At its first successful database connection the process records its start, once, in the table
+demo_pod_starts (created by the app if missing, migrated or not): pod, identity, app_version,
+schema_seen (the schema version it saw, 0 on an unmigrated database), process_started_at (by the
+app's clock, to the millisecond) and connected_at (by the database's clock). This happens in the
+background, retried with a backoff until it works or SIGTERM: it never delays or fails serving.
+
 Environment:
-  DATABASE_URL     PostgreSQL connection URL (required)
-  DEMO_VERSION     the schema version this binary is built for (default 1)
-  LISTEN_ADDR      address to listen on (default :8080)
-  SHUTDOWN_DELAY   how long to keep serving after SIGTERM, not ready (default 5s)
+  DATABASE_URL          PostgreSQL connection URL (required)
+  DEMO_VERSION          the schema version this binary is built for (default 1)
+  LISTEN_ADDR           address to listen on (default :8080)
+  SHUTDOWN_DELAY        how long to keep serving after SIGTERM, not ready (default 5s)
+  POD_NAME              pod name recorded in demo_pod_starts (default: HOSTNAME, else the host
+                        name of the system)
+  PREMIGRATE_IDENTITY   migration identity recorded in demo_pod_starts (default: NULL)
 
 Exit codes:
   0  shut down cleanly
@@ -37,7 +49,7 @@ Exit codes:
   2  usage or configuration error
 `
 
-func serveCmd(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
+func serveCmd(ctx context.Context, started time.Time, args []string, getenv env, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo serve", flag.ContinueOnError)
 	if code := parseFlags(fs, args, serveHelp, stdout, stderr); code >= 0 {
 		return code
@@ -77,6 +89,28 @@ func serveCmd(ctx context.Context, args []string, getenv env, stdout, stderr io.
 		logger.Printf("serve: listen on %s: %v", addr, err)
 		return exitFailure
 	}
+
+	// Records the start in the background, once the listener is up. Deferred after pool.Close, so
+	// it runs first: the witness ends before the pool closes.
+	witnessCtx, stopWitness := context.WithCancel(ctx)
+	witnessDone := make(chan struct{})
+	go func() {
+		defer close(witnessDone)
+		start := witness.Start{
+			Pod:              podName(getenv),
+			Identity:         getenv("PREMIGRATE_IDENTITY"),
+			AppVersion:       appVersion,
+			ProcessStartedAt: started,
+		}
+		if _, err := witness.Run(witnessCtx, pool, start, logger); err != nil {
+			logger.Printf("witness: not recorded: %s", migrate.OneLine(err))
+		}
+	}()
+	defer func() {
+		stopWitness()
+		<-witnessDone
+	}()
+
 	srv := server.New(server.Config{
 		Pool:          pool,
 		AppVersion:    appVersion,
@@ -88,4 +122,16 @@ func serveCmd(ctx context.Context, args []string, getenv env, stdout, stderr io.
 		return exitFailure
 	}
 	return exitOK
+}
+
+// podName is the name recorded in demo_pod_starts: POD_NAME, else HOSTNAME (which a container
+// runtime sets to the pod name), else the system's host name.
+func podName(getenv env) string {
+	for _, name := range []string{"POD_NAME", "HOSTNAME"} {
+		if v := getenv(name); v != "" {
+			return v
+		}
+	}
+	host, _ := os.Hostname()
+	return host
 }

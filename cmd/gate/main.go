@@ -64,9 +64,15 @@ type configMapClient interface {
 	record.ConfigMapClient
 }
 
+// jobClient is what wait and run need of a Job client.
+type jobClient interface {
+	gate.JobClient
+	record.JobPatcher
+}
+
 // apiClients hands out namespaced typed clients.
 type apiClients struct {
-	jobs       func(namespace string) gate.JobClient
+	jobs       func(namespace string) jobClient
 	configMaps func(namespace string) configMapClient
 }
 
@@ -81,7 +87,7 @@ func newAPIClients(kubeconfig string, getenv func(string) string) (*apiClients, 
 		return nil, err
 	}
 	return &apiClients{
-		jobs:       func(ns string) gate.JobClient { return c.Jobs(ns) },
+		jobs:       func(ns string) jobClient { return c.Jobs(ns) },
 		configMaps: func(ns string) configMapClient { return c.ConfigMaps(ns) },
 	}, nil
 }

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/premigrate/premigrate/internal/gate"
 )
 
 const identity = "abc123def0"
@@ -52,7 +51,7 @@ func newHarness(objects ...runtime.Object) *harness {
 		namespaceFile: "",
 		newClients: func(string, func(string) string) (*apiClients, error) {
 			return &apiClients{
-				jobs:       func(ns string) gate.JobClient { return h.cs.BatchV1().Jobs(ns) },
+				jobs:       func(ns string) jobClient { return h.cs.BatchV1().Jobs(ns) },
 				configMaps: func(ns string) configMapClient { return h.cs.CoreV1().ConfigMaps(ns) },
 			}, nil
 		},
@@ -67,7 +66,7 @@ func (h *harness) run(args ...string) int {
 
 func TestWaitExitCodes(t *testing.T) {
 	waitArgs := []string{"wait", "--identity", identity, "--records", "shop-app-migrations",
-		"--selector", "app.kubernetes.io/instance=shop,premigrate.io/identity=" + identity, "--timeout", "300ms"}
+		"--job", "shop-app-migrate-" + identity, "--timeout", "300ms"}
 	tests := []struct {
 		name    string
 		objects []runtime.Object
@@ -84,8 +83,8 @@ func TestWaitExitCodes(t *testing.T) {
 		{name: "exits 2 with an identity that is no ConfigMap key", args: []string{"wait", "--identity", "a/b", "--records", "r"}, want: 2,
 			stderr: "not a valid ConfigMap key"},
 		{name: "exits 2 without the records ConfigMap", args: []string{"wait", "--identity", identity}, want: 2, stderr: "--records is required"},
-		{name: "exits 2 with a selector that does not parse", args: []string{"wait", "--identity", identity, "--records", "r", "--selector", "a in (b"},
-			want: 2, stderr: "selector"},
+		{name: "exits 2 without the Job's name", args: []string{"wait", "--identity", identity, "--records", "r"},
+			want: 2, stderr: "--job is required"},
 		{name: "exits 2 on an unknown flag", args: []string{"wait", "--bogus"}, want: 2, stderr: "flag provided but not defined"},
 		{name: "exits 2 on extra arguments", args: append(append([]string{}, waitArgs...), "extra"), want: 2, stderr: "unexpected arguments"},
 		{name: "exits 2 on an unknown command", args: []string{"launch"}, want: 2, stderr: `unknown command "launch"`},
@@ -104,20 +103,20 @@ func TestWaitExitCodes(t *testing.T) {
 	}
 }
 
-func TestWaitDefaultsTheSelectorToTheIdentityLabel(t *testing.T) {
-	h := newHarness(job(batchv1.JobComplete))
-	if got := h.run("wait", "--identity", identity, "--records", "shop-app-migrations"); got != 0 {
-		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
-	}
-	if want := `"premigrate.io/identity=` + identity + `"`; !strings.Contains(h.stderr.String(), want) {
-		t.Errorf("stderr does not name the selector %s:\n%s", want, &h.stderr)
+func TestWaitIgnoresACompleteJobOfItsIdentityUnderAnotherName(t *testing.T) {
+	stale := job(batchv1.JobComplete)
+	stale.Name = "shop-app-migrate"
+	h := newHarness(stale, recordsConfigMap())
+	if got := h.run("wait", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate-"+identity,
+		"--timeout", "300ms"); got != exitTimeout {
+		t.Fatalf("exit code = %d, want %d (the stale Job must not release the pod); stderr:\n%s", got, exitTimeout, &h.stderr)
 	}
 }
 
 func TestWaitNeedsANamespace(t *testing.T) {
 	h := newHarness()
 	h.env.getenv = func(string) string { return "" }
-	if got := h.run("wait", "--identity", identity, "--records", "r"); got != 2 {
+	if got := h.run("wait", "--identity", identity, "--records", "r", "--job", "j"); got != 2 {
 		t.Fatalf("exit code = %d, want 2", got)
 	}
 	if !strings.Contains(h.stderr.String(), "no namespace") {
@@ -193,7 +192,7 @@ func TestProbeExitCodes(t *testing.T) {
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	flags := map[string][]string{
-		"wait":   {"namespace", "kubeconfig", "identity", "records", "selector", "timeout", "progress-interval"},
+		"wait":   {"namespace", "kubeconfig", "identity", "records", "job", "timeout", "progress-interval"},
 		"record": {"namespace", "kubeconfig", "identity", "records", "job", "keep", "wait-for-configmap"},
 		"probe":  {"url", "timeout", "interval"},
 	}
@@ -232,7 +231,7 @@ func TestLogLinesStartWithAnRFC3339TimestampWithMilliseconds(t *testing.T) {
 		t.Errorf("log line = %q, want %q", got, want)
 	}
 	h := newHarness(job(batchv1.JobComplete))
-	h.run("wait", "--identity", identity, "--records", "shop-app-migrations")
+	h.run("wait", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate-"+identity)
 	line := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z `)
 	for _, l := range strings.Split(strings.TrimSpace(h.stderr.String()), "\n") {
 		if !line.MatchString(l) {

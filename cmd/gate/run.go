@@ -2,32 +2,56 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"syscall"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/premigrate/premigrate/internal/pgready"
+	"github.com/premigrate/premigrate/internal/record"
 )
 
 // runFlags is `gate run [flags] -- COMMAND [ARGS...]`: the migration container's entrypoint. It runs the
 // user's migration command with the container's stdin, stdout and stderr (so its log is the container's log,
 // which Helm prints when the hook fails), forwards SIGTERM to it, and records the identity only when the
 // command exits 0. It exits with the command's exit code, so a Job podFailurePolicy on exit codes still works.
+// An identity that is already recorded is never run again: a rollback, a GitOps revert or a Job re-created
+// after its TTL would otherwise run an older migration against a newer schema.
 func runFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
 	o := registerRecordFlags(fs)
+	ownJob := fs.Bool("own-job", false,
+		"make the records ConfigMap the owner of the Job named by --job, so the Job goes with the ConfigMap (a Helm hook Job, which helm uninstall leaves, then goes with the release's records); needs patch on that Job")
+	waitPG := fs.String("wait-for-postgres", "",
+		"HOST:PORT of a PostgreSQL server: before running the command, wait until it accepts connections")
+	waitPGTimeout := fs.Duration("wait-for-postgres-timeout", 10*time.Minute, "give up waiting for PostgreSQL after this long (exit 1)")
 	return func(ctx context.Context) int {
 		argv := fs.Args()
 		if len(argv) == 0 {
 			return usageError(e, fs, "the migration command is required after --")
 		}
-		write, code := o.prepare(e, fs)
+		if *waitPGTimeout <= 0 {
+			return usageError(e, fs, "--wait-for-postgres-timeout must be > 0")
+		}
+		r, code := o.prepare(e, fs)
 		if code != exitOK {
 			return code
 		}
 		logf := e.logger()
+		if done, code := r.checkRecorded(ctx, *ownJob, logf); done {
+			return code
+		}
+		if *waitPG != "" {
+			if err := pgready.Wait(ctx, *waitPG, *waitPGTimeout, logf); err != nil {
+				logf("not running the migration: %v", err)
+				if ctx.Err() != nil {
+					return exitInterrupted
+				}
+				return exitFailed
+			}
+		}
 		start := e.now()
 		code = runChild(ctx, argv, e.stdout, e.stderr)
 		took := e.now().Sub(start).Round(time.Millisecond)
@@ -36,40 +60,74 @@ func runFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
 			return code
 		}
 		logf("migration command %q succeeded in %s", argv[0], took)
-		return write(ctx)
+		wctx := ctx
+		if ctx.Err() != nil {
+			// Stopped (SIGTERM) but the command still finished its work: record it, on a fresh deadline
+			// within the pod's grace period.
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterStop)
+			defer cancel()
+			logf("the migration finished after the gate was asked to stop: recording it within %s", recordAfterStop)
+		}
+		return r.write(wctx, logf)
 	}
 }
 
-// runChild runs argv and returns its exit code (128+signal when a signal ended it, 127 when it could not
-// start). When ctx ends (SIGTERM to the gate) the child gets SIGTERM and is waited for.
-func runChild(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	if err := cmd.Start(); err != nil {
-		_, _ = fmt.Fprintf(stderr, "gate run: starting %q: %v\n", argv[0], err)
-		return 127
+// recordAfterStop bounds the record written after SIGTERM (the pod's grace period is 30 s by default).
+const recordAfterStop = 15 * time.Second
+
+// checkRecorded reads the records ConfigMap (creating it when missing and --create-records is set) before the
+// migration runs, retrying API errors up to --wait-for-configmap. It returns done=true with the exit code when
+// the command must not run: the identity is already recorded (exit 0), or the records cannot be read.
+func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, logf func(string, ...any)) (bool, int) {
+	deadline := time.Now().Add(*r.o.waitCM)
+	var (
+		cm      *corev1.ConfigMap
+		created bool
+		err     error
+	)
+	for delay := 500 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		cm, created, err = r.ensure(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return true, exitInterrupted
+		}
+		if time.Now().After(deadline) {
+			logf("not running the migration: cannot tell whether identity %s is already recorded: %v", *r.o.identity, err)
+			return true, exitFailed
+		}
+		logf("reading the records before the migration (retrying in %s): %v", delay, err)
+		select {
+		case <-ctx.Done():
+			return true, exitInterrupted
+		case <-time.After(delay):
+		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		err = <-done
+	if cm == nil {
+		logf("ConfigMap %s/%s does not exist yet: identity %s is not recorded", r.ns, *r.o.records, *r.o.identity)
+		return false, exitOK
 	}
-	if err == nil {
-		return exitOK
+	if created {
+		logf("created ConfigMap %s/%s for the migration records", r.ns, *r.o.records)
 	}
-	var exitErr *exec.ExitError
-	if !errors.As(err, &exitErr) {
-		_, _ = fmt.Fprintf(stderr, "gate run: waiting for %q: %v\n", argv[0], err)
-		return exitFailed
+	if ownJob {
+		if err := record.OwnJob(ctx, r.clients.jobs(r.ns), *r.o.job, cm); err != nil {
+			logf("warning: %v: the Job will outlive the release", err)
+		}
 	}
-	if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+	entry, found, decodeErr := record.Lookup(cm.Data, *r.o.identity)
+	if !found {
+		return false, exitOK
 	}
-	return exitErr.ExitCode()
+	when := "at an unknown time"
+	if decodeErr == nil {
+		when = fmt.Sprintf("at %s by Job %s", entry.CompletedAt.Format(time.RFC3339), entry.Job)
+	}
+	logf("migration %s is already recorded in ConfigMap %s/%s (completed %s): not running it again "+
+		"(a rollback, a revert, or a Job re-created after its TTL); nothing to do", *r.o.identity, r.ns, *r.o.records, when)
+	return true, exitOK
 }
 
 // copyFlags is `gate copy --to PATH`: copies this executable, so an init container of the gate image can

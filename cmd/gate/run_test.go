@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -66,5 +68,96 @@ func TestCopyWritesAnExecutableCopyOfItself(t *testing.T) {
 	}
 	if fi.Mode().Perm()&0o111 == 0 || fi.Size() == 0 {
 		t.Errorf("copy is %v, %d bytes: want a non-empty executable", fi.Mode(), fi.Size())
+	}
+}
+
+func runArgs(extra ...string) []string {
+	args := []string{"run", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate"}
+	return append(args, extra...)
+}
+
+func TestRunNeverRunsAnIdentityThatIsAlreadyRecorded(t *testing.T) {
+	cm := recordsConfigMap()
+	cm.Data = map[string]string{identity: `{"completedAt":"2026-01-02T03:04:05.000Z","job":"shop-app-migrate-old"}`}
+	h := newHarness(cm)
+	marker := filepath.Join(t.TempDir(), "ran")
+	if got := h.run(runArgs("--", "/bin/sh", "-c", "touch "+marker)...); got != exitOK {
+		t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the migration command ran although identity %s is recorded", identity)
+	}
+	for _, want := range []string{"already recorded", "not running it again", "shop-app-migrate-old"} {
+		if !strings.Contains(h.stderr.String(), want) {
+			t.Errorf("stderr does not say %q:\n%s", want, &h.stderr)
+		}
+	}
+}
+
+func TestRunCreatesAMissingRecordsConfigMapWithTheChartsMetadata(t *testing.T) {
+	h := newHarness()
+	meta := `{"labels":{"app.kubernetes.io/managed-by":"Helm"},"annotations":{"meta.helm.sh/release-name":"shop"}}`
+	if got := h.run(runArgs("--create-records", meta, "--", "/bin/sh", "-c", "true")...); got != exitOK {
+		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
+	}
+	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the records ConfigMap was not created: %v", err)
+	}
+	if _, ok := cm.Data[identity]; !ok || cm.Annotations["meta.helm.sh/release-name"] != "shop" || cm.Labels["app.kubernetes.io/managed-by"] != "Helm" {
+		t.Errorf("created ConfigMap labels %v annotations %v data %v", cm.Labels, cm.Annotations, cm.Data)
+	}
+}
+
+func TestRunWithoutCreateRecordsWaitsForTheConfigMapAndSaysSo(t *testing.T) {
+	h := newHarness()
+	if got := h.run(runArgs("--wait-for-configmap", "200ms", "--", "/bin/sh", "-c", "true")...); got != exitFailed {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitFailed, &h.stderr)
+	}
+	if !strings.Contains(h.stderr.String(), "does not exist") {
+		t.Errorf("stderr does not explain the missing ConfigMap:\n%s", &h.stderr)
+	}
+}
+
+func TestRunMakesTheRecordsConfigMapTheOwnerOfItsJob(t *testing.T) {
+	cm := recordsConfigMap()
+	cm.UID = "records-uid"
+	hookJob := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "shop-app-migrate", Namespace: "shop"}}
+	h := newHarness(cm, hookJob)
+	if got := h.run(runArgs("--own-job", "--", "/bin/sh", "-c", "true")...); got != exitOK {
+		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
+	}
+	j, err := h.cs.BatchV1().Jobs("shop").Get(context.Background(), "shop-app-migrate", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].UID != "records-uid" {
+		t.Errorf("Job owners %+v, want the records ConfigMap", j.OwnerReferences)
+	}
+}
+
+func TestRunRecordsAMigrationThatSucceedsAfterTheGateWasAskedToStop(t *testing.T) {
+	h := newHarness(recordsConfigMap())
+	ctx, cancel := context.WithCancel(context.Background())
+	started := filepath.Join(t.TempDir(), "started")
+	go func() {
+		for {
+			if _, err := os.Stat(started); err == nil {
+				cancel() // what SIGTERM does to the gate
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	script := "trap 'exit 0' TERM; touch " + started + "; while :; do sleep 0.05; done"
+	if got := run(ctx, runArgs("--", "/bin/sh", "-c", script), h.env); got != exitOK {
+		t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
+	}
+	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cm.Data[identity]; !ok {
+		t.Errorf("the migration exited 0 after SIGTERM but was not recorded; stderr:\n%s", &h.stderr)
 	}
 }

@@ -14,7 +14,7 @@ func waitFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
 		k        k8sFlags
 		identity = fs.String("identity", "", "migration identity to wait for: a key of the records ConfigMap (required)")
 		records  = fs.String("records", "", "name of the records ConfigMap written by gate record (required)")
-		selector = fs.String("selector", "", "label selector of the migration Jobs (default premigrate.io/identity=<identity>)")
+		job      = fs.String("job", "", "exact name of the migration Job of this identity (required): only that Job's Complete condition counts, never another Job's")
 		timeout  = fs.Duration("timeout", 15*time.Minute, "give up after this long with exit code 3; 0 waits forever")
 		progress = fs.Duration("progress-interval", 10*time.Second, "period of the progress lines")
 	)
@@ -26,12 +26,11 @@ func waitFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
 		if *records == "" {
 			return usageError(e, fs, "--records is required")
 		}
+		if *job == "" {
+			return usageError(e, fs, "--job is required")
+		}
 		if *timeout < 0 || *progress <= 0 {
 			return usageError(e, fs, "--timeout must be >= 0 and --progress-interval > 0")
-		}
-		sel := *selector
-		if sel == "" {
-			sel = "premigrate.io/identity=" + *identity
 		}
 		ns, clients, code := k.setup(e, fs)
 		if code != exitOK {
@@ -42,7 +41,7 @@ func waitFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
 			Namespace:        ns,
 			Identity:         *identity,
 			Records:          *records,
-			Selector:         sel,
+			Job:              *job,
 			Timeout:          *timeout,
 			ProgressInterval: *progress,
 			Logf:             logf,

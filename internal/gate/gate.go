@@ -14,7 +14,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -37,7 +36,11 @@ type Config struct {
 	Namespace string // for messages; the clients are already namespaced
 	Identity  string // migration identity: a key of the records ConfigMap
 	Records   string // name of the records ConfigMap
-	Selector  string // label selector of the migration Jobs
+	// Job is the exact name of the migration Job whose success counts. Only
+	// that Job, carrying the premigrate.io/identity label equal to Identity,
+	// is evidence: a Job left by an earlier install or revision under another
+	// name never releases pods.
+	Job string
 	// Timeout bounds the wait; 0 waits forever.
 	Timeout time.Duration
 	// ProgressInterval is the period of progress lines (default 10s).
@@ -88,23 +91,19 @@ type Result struct {
 // ErrInvalidConfig marks configuration errors (a usage error for the CLI).
 var ErrInvalidConfig = errors.New("invalid configuration")
 
-func (c *Config) validate() (labels.Selector, error) {
+// IdentityLabel is the label that names a migration Job's identity.
+const IdentityLabel = "premigrate.io/identity"
+
+func (c *Config) validate() error {
 	switch {
 	case c.Identity == "":
-		return nil, fmt.Errorf("%w: identity is empty", ErrInvalidConfig)
+		return fmt.Errorf("%w: identity is empty", ErrInvalidConfig)
 	case c.Records == "":
-		return nil, fmt.Errorf("%w: records ConfigMap name is empty", ErrInvalidConfig)
-	case c.Selector == "":
-		return nil, fmt.Errorf("%w: Job selector is empty", ErrInvalidConfig)
+		return fmt.Errorf("%w: records ConfigMap name is empty", ErrInvalidConfig)
+	case c.Job == "":
+		return fmt.Errorf("%w: Job name is empty", ErrInvalidConfig)
 	case c.Timeout < 0:
-		return nil, fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
-	}
-	sel, err := labels.Parse(c.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("%w: selector %q: %w", ErrInvalidConfig, c.Selector, err)
-	}
-	if sel.Empty() {
-		return nil, fmt.Errorf("%w: selector %q selects every Job", ErrInvalidConfig, c.Selector)
+		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = 10 * time.Second
@@ -118,15 +117,14 @@ func (c *Config) validate() (labels.Selector, error) {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
-	return sel, nil
+	return nil
 }
 
 // Wait blocks until the migration of cfg.Identity succeeded, failed, or the
 // timeout passed. API errors are retried, never returned: the error is only
 // for an invalid cfg (ErrInvalidConfig) or a cancelled ctx.
 func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapClient) (Result, error) {
-	sel, err := cfg.validate()
-	if err != nil {
+	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
 	start := time.Now()
@@ -145,7 +143,7 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 		case <-ctx.Done():
 		}
 	}
-	jobSource := newJobSource(jobs, sel, func(ctx context.Context, items map[string]*batchv1.Job) {
+	jobSource := newJobSource(jobs, cfg.Job, cfg.Identity, func(ctx context.Context, items map[string]*batchv1.Job) {
 		send(ctx, func(v *view) { v.jobs, v.jobsKnown, v.jobsErr = items, true, nil })
 	}, func(ctx context.Context, err error) {
 		send(ctx, func(v *view) { v.setErr(sourceJobs, err, cfg.Logf) })
@@ -164,15 +162,15 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 	v := &view{
 		identity:  cfg.Identity,
 		records:   cfg.Records,
-		selector:  cfg.Selector,
+		job:       cfg.Job,
 		namespace: cfg.Namespace,
 	}
 	limit := "no timeout"
 	if cfg.Timeout > 0 {
 		limit = "timeout " + cfg.Timeout.String()
 	}
-	cfg.Logf("waiting for migration %s in namespace %s: key %s in ConfigMap %s, or a Job matching %q Complete (%s)",
-		cfg.Identity, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Selector, limit)
+	cfg.Logf("waiting for migration %s in namespace %s: key %s in ConfigMap %s, or Job %s with label %s=%s Complete (%s)",
+		cfg.Identity, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Job, IdentityLabel, cfg.Identity, limit)
 
 	ticker := time.NewTicker(cfg.ProgressInterval)
 	defer ticker.Stop()
@@ -197,8 +195,8 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 			cfg.Logf("%s", v.progress(time.Since(start)))
 		case <-timeout:
 			res := Result{Outcome: TimedOut, Summary: fmt.Sprintf(
-				"timed out after %s waiting for migration %s in namespace %s: no key %s in ConfigMap %s and no Job matching %q with condition Complete; last state: %s",
-				cfg.Timeout, cfg.Identity, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Selector, v.state())}
+				"timed out after %s waiting for migration %s in namespace %s: no key %s in ConfigMap %s and Job %s of that identity not Complete; last state: %s",
+				cfg.Timeout, cfg.Identity, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Job, v.state())}
 			cfg.Logf("%s", res.Summary)
 			return res, nil
 		case <-ctx.Done():

@@ -99,6 +99,31 @@ func TestWaitDecidesFromTheStateItFinds(t *testing.T) {
 			want: gate.TimedOut,
 		},
 		{
+			name: "ignores a Complete Job of this identity under another name (a hook Job left by an earlier install)",
+			objects: []runtime.Object{
+				migrationJob(named("shop-app-migrate"), complete),
+				recordsConfigMap(),
+			},
+			want: gate.TimedOut,
+		},
+		{
+			name: "ignores a Complete Job of this name that carries another identity",
+			objects: []runtime.Object{
+				migrationJob(ofIdentity("other"), complete),
+				recordsConfigMap(),
+			},
+			want: gate.TimedOut,
+		},
+		{
+			name: "a stale Failed Job of this identity under another name does not beat the running one",
+			objects: []runtime.Object{
+				migrationJob(named("shop-app-migrate"), pods(0, 3), backoffFailed),
+				migrationJob(pods(1, 0)),
+				recordsConfigMap(),
+			},
+			want: gate.TimedOut,
+		},
+		{
 			name:    "ignores records of other identities",
 			objects: []runtime.Object{recordsConfigMap("0000000000", "1111111111")},
 			want:    gate.TimedOut,
@@ -400,7 +425,7 @@ func TestWaitTimesOutNamingWhatItWaitedFor(t *testing.T) {
 	if took := r.at.Sub(start); took < cfg.Timeout {
 		t.Errorf("timed out after %s, before the %s timeout", took, cfg.Timeout)
 	}
-	for _, want := range []string{"timed out after 200ms", identity, selector, "ConfigMap " + records, "namespace " + ns} {
+	for _, want := range []string{"timed out after 200ms", identity, jobName, "ConfigMap " + records, "namespace " + ns} {
 		if !strings.Contains(r.res.Summary, want) {
 			t.Errorf("summary %q does not mention %q", r.res.Summary, want)
 		}
@@ -433,8 +458,7 @@ func TestWaitRejectsAnInvalidConfig(t *testing.T) {
 	}{
 		{"an empty identity", func(c *gate.Config) { c.Identity = "" }},
 		{"an empty records name", func(c *gate.Config) { c.Records = "" }},
-		{"an empty selector", func(c *gate.Config) { c.Selector = "" }},
-		{"a selector that does not parse", func(c *gate.Config) { c.Selector = "a in (b" }},
+		{"an empty Job name", func(c *gate.Config) { c.Job = "" }},
 		{"a negative timeout", func(c *gate.Config) { c.Timeout = -time.Second }},
 	}
 	for _, tt := range tests {

@@ -20,11 +20,10 @@ const (
 	ns       = "shop"
 	identity = "abc123def0"
 	records  = "shop-app-migrations"
-	selector = "app.kubernetes.io/instance=shop,premigrate.io/identity=" + identity
 	jobName  = "shop-app-migrate-" + identity
 )
 
-// migrationJob is a Job that matches the gate's selector, changed by mods.
+// migrationJob is the Job the gate waits for (its name, this identity), changed by mods.
 func migrationJob(mods ...func(*batchv1.Job)) *batchv1.Job {
 	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
@@ -115,7 +114,7 @@ func config(l *logs) gate.Config {
 		Namespace:        ns,
 		Identity:         identity,
 		Records:          records,
-		Selector:         selector,
+		Job:              jobName,
 		Timeout:          10 * time.Second,
 		ProgressInterval: time.Hour,
 		MinBackoff:       5 * time.Millisecond,

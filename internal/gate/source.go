@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -38,11 +37,15 @@ type source[T object] struct {
 	backoff backoff
 }
 
-func newJobSource(jobs JobClient, sel labels.Selector,
+// newJobSource follows the one Job called name. RBAC may grant it by name
+// only, so list and watch select it with a metadata.name field selector; a
+// Job of that name that carries another identity (a hook Job of an earlier
+// revision) is not part of the set.
+func newJobSource(jobs JobClient, name, identity string,
 	publish func(context.Context, map[string]*batchv1.Job), fail func(context.Context, error),
 ) *source[*batchv1.Job] {
 	return &source[*batchv1.Job]{
-		what: "jobs",
+		what: "Job " + name,
 		list: func(ctx context.Context, opts metav1.ListOptions) ([]*batchv1.Job, string, error) {
 			l, err := jobs.List(ctx, opts)
 			if err != nil {
@@ -55,8 +58,8 @@ func newJobSource(jobs JobClient, sel labels.Selector,
 			return out, l.ResourceVersion, nil
 		},
 		watch:   jobs.Watch,
-		opts:    metav1.ListOptions{LabelSelector: sel.String()},
-		match:   func(j *batchv1.Job) bool { return sel.Matches(labels.Set(j.Labels)) },
+		opts:    metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()},
+		match:   func(j *batchv1.Job) bool { return j.Name == name && j.Labels[IdentityLabel] == identity },
 		publish: publish,
 		fail:    fail,
 	}

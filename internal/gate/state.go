@@ -23,7 +23,7 @@ type view struct {
 	cmErr     error
 	identity  string
 	records   string
-	selector  string
+	job       string
 	namespace string
 }
 
@@ -56,8 +56,9 @@ func sortedJobs(jobs map[string]*batchv1.Job) []*batchv1.Job {
 }
 
 // decide applies the rule of the design: succeeded when the ConfigMap records
-// the identity or a matching Job is Complete; failed when a matching Job is
-// Failed and the ConfigMap (read successfully) has no record; else wait.
+// the identity or the Job (by exact name, of this identity) is Complete;
+// failed when that Job is Failed and the ConfigMap (read successfully) has no
+// record; else wait.
 func (v *view) decide() verdict {
 	if v.configMap != nil {
 		if e, found, err := record.Lookup(v.configMap.Data, v.identity); found {
@@ -105,7 +106,7 @@ func (v *view) describeJobs() string {
 		return "Jobs not listed yet"
 	}
 	if len(v.jobs) == 0 {
-		return fmt.Sprintf("no Job matching %q yet", v.selector)
+		return fmt.Sprintf("no Job %s of identity %s yet", v.job, v.identity)
 	}
 	parts := make([]string, 0, len(v.jobs))
 	for _, j := range sortedJobs(v.jobs) {
@@ -154,7 +155,7 @@ const (
 // describeErr explains an API error; RBAC problems get a hint, since the
 // gate cannot fix them itself and keeps retrying.
 func (v *view) describeErr(kind sourceKind, err error) string {
-	what := "list/watch jobs.batch in namespace " + v.namespace
+	what := fmt.Sprintf("list/watch Job %s in namespace %s", v.job, v.namespace)
 	if kind == sourceRecords {
 		what = fmt.Sprintf("list/watch ConfigMap %s in namespace %s", v.records, v.namespace)
 	}

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
@@ -200,9 +201,63 @@ func apiServer(t *testing.T) *httptest.Server {
 		got.ResourceVersion = "8"
 		write(w, http.StatusOK, got)
 	})
+	mux.HandleFunc("POST /api/v1/namespaces/shop/configmaps", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var got corev1.ConfigMap
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Error(err)
+		}
+		if got.Name == cm.Name {
+			write(w, http.StatusConflict, metav1.Status{
+				TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"},
+				Status:   "Failure", Reason: metav1.StatusReasonAlreadyExists, Code: http.StatusConflict,
+				Message: "configmaps \"records\" already exists",
+			})
+			return
+		}
+		got.UID, got.ResourceVersion = "new-uid", "1"
+		write(w, http.StatusCreated, got)
+	})
+	mux.HandleFunc("PATCH /apis/batch/v1/namespaces/shop/jobs/shop-migrate", func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "application/merge-patch+json" {
+			t.Errorf("Content-Type = %q, want a merge patch", ct)
+		}
+		var patch batchv1.Job
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &patch); err != nil {
+			t.Error(err)
+		}
+		patched := job.DeepCopy()
+		patched.OwnerReferences = patch.OwnerReferences
+		write(w, http.StatusOK, patched)
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+func TestConfigMapClientCreatesAndReportsAnExistingObject(t *testing.T) {
+	cms := clients(t, apiServer(t).URL).ConfigMaps("shop")
+	ctx := context.Background()
+	created, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, metav1.CreateOptions{})
+	if err != nil || created.UID != "new-uid" {
+		t.Fatalf("create = %+v, %v", created, err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "records"}}, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		t.Errorf("creating an existing ConfigMap: err = %v, want AlreadyExists", err)
+	}
+}
+
+func TestJobClientPatchesWithAMergePatch(t *testing.T) {
+	jobs := clients(t, apiServer(t).URL).Jobs("shop")
+	patch := []byte(`{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"records","uid":"u1"}]}}`)
+	got, err := jobs.Patch(context.Background(), "shop-migrate", types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != "u1" {
+		t.Errorf("patched Job's owners = %+v", got.OwnerReferences)
+	}
 }
 
 func clients(t *testing.T, host string) *kubeclient.Clients {

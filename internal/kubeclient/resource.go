@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -74,6 +75,28 @@ func (r *Resource[T, L]) Update(ctx context.Context, obj T, opts metav1.UpdateOp
 		Namespace(r.namespace).Resource(r.resource).Name(obj.GetName()).
 		VersionedParams(&opts, r.params).
 		Body(obj).
+		Do(ctx).Into(out)
+	return out, err
+}
+
+// Create creates obj.
+func (r *Resource[T, L]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	out := r.newObject()
+	err := r.client.Post().
+		Namespace(r.namespace).Resource(r.resource).
+		VersionedParams(&opts, r.params).
+		Body(obj).
+		Do(ctx).Into(out)
+	return out, err
+}
+
+// Patch applies a patch of type pt to the object called name.
+func (r *Resource[T, L]) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	out := r.newObject()
+	err := r.client.Patch(pt).
+		Namespace(r.namespace).Resource(r.resource).Name(name).SubResource(subresources...).
+		VersionedParams(&opts, r.params).
+		Body(data).
 		Do(ctx).Into(out)
 	return out, err
 }

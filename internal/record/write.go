@@ -12,11 +12,16 @@ import (
 )
 
 // ConfigMapClient is the part of client-go's typed ConfigMap client (for one
-// namespace) that Write uses: RBAC grants it get and update on one name.
+// namespace) that Write uses: RBAC grants it get and update on one name, and
+// create (which RBAC cannot restrict by name) for a missing ConfigMap.
 type ConfigMapClient interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.ConfigMap, error)
 	Update(ctx context.Context, cm *corev1.ConfigMap, opts metav1.UpdateOptions) (*corev1.ConfigMap, error)
+	Create(ctx context.Context, cm *corev1.ConfigMap, opts metav1.CreateOptions) (*corev1.ConfigMap, error)
 }
+
+// FieldManager names the gate's writes in the objects' managedFields.
+const FieldManager = "premigrate-gate"
 
 // Options says what to record where.
 type Options struct {
@@ -26,6 +31,11 @@ type Options struct {
 	Job       string
 	// Keep is how many entries to keep (newest first); <= 0 keeps all.
 	Keep int
+	// Create, when not nil, is the metadata of the ConfigMap to create when
+	// it does not exist (migrations enabled on an installed release, a
+	// ConfigMap deleted by hand, a pre-install hook that runs before the
+	// release's objects exist). Nil waits for someone else to create it.
+	Create *Metadata
 	// WaitForConfigMap bounds the retries while the ConfigMap does not exist
 	// yet or the API server fails; 0 tries once.
 	WaitForConfigMap time.Duration
@@ -107,13 +117,27 @@ func Write(ctx context.Context, client ConfigMapClient, o Options) error {
 }
 
 func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
-	cm, err := client.Get(ctx, o.ConfigMap, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("get: %w", err)
-	}
 	value, err := Entry{CompletedAt: o.Now(), Job: o.Job}.Encode()
 	if err != nil {
 		return err
+	}
+	cm, err := client.Get(ctx, o.ConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && o.Create != nil {
+		// Created with the record in it: one request, and AlreadyExists (a
+		// concurrent creator) is retried as a conflict.
+		created := o.Create.configMap(o.ConfigMap)
+		created.Data = map[string]string{o.Identity: value}
+		if _, err := client.Create(ctx, created, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return apierrors.NewConflict(corev1.Resource("configmaps"), o.ConfigMap, err)
+			}
+			return fmt.Errorf("create: %w", err)
+		}
+		o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s, which did not exist: created it", o.Identity, o.Job, o.Namespace, o.ConfigMap)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get: %w", err)
 	}
 	updated := cm.DeepCopy()
 	if updated.Data == nil {
@@ -126,7 +150,7 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 	}
 	// cm's resourceVersion travels with the update: the API server refuses
 	// it with a conflict if someone else wrote in between.
-	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: "premigrate-gate"}); err != nil {
+	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
 	o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s; %d entries kept, %d dropped",

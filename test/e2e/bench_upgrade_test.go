@@ -173,12 +173,12 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 	variants := []*upgradeVariant{
 		{name: "helm3 migration off", helm: env.helm3, values: off},
 		{name: "helm3 migration on", helm: env.helm3, values: map[string]any{}},
-		{name: "helm3 migration on, gate copied by an init container", helm: env.helm3,
-			values: map[string]any{"gate": map[string]any{"delivery": "initContainer"}}},
+		{name: "helm3 migration on, gate as an image volume", helm: env.helm3,
+			values: map[string]any{"gate": map[string]any{"delivery": "imageVolume"}}},
 		{name: "helm3 migration on, no gate on the app pods", helm: env.helm3,
 			values: map[string]any{"gate": map[string]any{"mode": "none"}}},
 		{name: "helm3 migration on, job mode", helm: env.helm3,
-			values: map[string]any{"migration": map[string]any{"mode": "job"}}},
+			values: map[string]any{"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
 		{name: "helm4 migration off", helm: env.helm4, values: off},
 		{name: "helm4 migration on", helm: env.helm4, values: map[string]any{}},
 	}

@@ -47,8 +47,12 @@ imagePullSecrets: [{name: regcred}]
 		if !equalStrings(app.Command, []string{"/demo"}) || !equalStrings(app.Args, []string{"serve", "--verbose"}) {
 			t.Errorf("command/args = %v %v", app.Command, app.Args)
 		}
-		if !equalStrings(envNames(app.Env), []string{"DATABASE_URL", "SHUTDOWN_DELAY"}) {
-			t.Errorf("env = %v, want DATABASE_URL then SHUTDOWN_DELAY", envNames(app.Env))
+		if !equalStrings(envNames(app.Env), []string{"DATABASE_URL", "SHUTDOWN_DELAY", "PREMIGRATE_IDENTITY"}) {
+			t.Errorf("env = %v, want DATABASE_URL, SHUTDOWN_DELAY, then PREMIGRATE_IDENTITY", envNames(app.Env))
+		}
+		if e, _ := envVar(app.Env, "PREMIGRATE_IDENTITY"); e.ValueFrom == nil || e.ValueFrom.FieldRef == nil ||
+			e.ValueFrom.FieldRef.FieldPath != "metadata.annotations['premigrate.io/identity']" {
+			t.Errorf("PREMIGRATE_IDENTITY = %+v, want the pod's identity annotation", e)
 		}
 		if len(app.EnvFrom) != 1 || app.EnvFrom[0].ConfigMapRef == nil || app.EnvFrom[0].ConfigMapRef.Name != "extra" {
 			t.Errorf("envFrom = %+v", app.EnvFrom)
@@ -161,7 +165,7 @@ livenessProbe: null
 		}
 	})
 
-	t.Run("the ServiceAccount mounts its token only when the gate needs it", func(t *testing.T) {
+	t.Run("the API token is mounted in the gate's container only, and only when the gate needs it", func(t *testing.T) {
 		for _, c := range []struct {
 			values string
 			want   bool
@@ -172,11 +176,30 @@ livenessProbe: null
 			{"migration: {enabled: false}", false},
 		} {
 			r := render(t, renderOptions{values: c.values})
-			sa := mustFind[*corev1.ServiceAccount](t, r, "ServiceAccount", fullname)
 			pod := r.deployment(t).Spec.Template.Spec
-			if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken != c.want ||
-				pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken != c.want {
-				t.Errorf("values %q: automount sa=%v pod=%v, want %v", c.values, sa.AutomountServiceAccountToken, pod.AutomountServiceAccountToken, c.want)
+			if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+				t.Errorf("values %q: the pod automounts the token (%v): the app container would hold it", c.values, pod.AutomountServiceAccountToken)
+			}
+			var token *corev1.Volume
+			for i := range pod.Volumes {
+				if pod.Volumes[i].Name == "premigrate-gate-token" {
+					token = &pod.Volumes[i]
+				}
+			}
+			if (token != nil) != c.want {
+				t.Errorf("values %q: token volume %v, want %v", c.values, token != nil, c.want)
+			}
+			if token != nil && (token.Projected == nil || len(token.Projected.Sources) != 3 || token.Projected.Sources[0].ServiceAccountToken == nil) {
+				t.Errorf("values %q: token volume %+v, want a projected token, CA and namespace", c.values, token)
+			}
+			for _, ctr := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+				mounted := false
+				for _, m := range ctr.VolumeMounts {
+					mounted = mounted || m.Name == "premigrate-gate-token"
+				}
+				if want := c.want && ctr.Name == "wait-for-migration"; mounted != want {
+					t.Errorf("values %q: container %s mounts the token: %v, want %v", c.values, ctr.Name, mounted, want)
+				}
 			}
 			if pod.ServiceAccountName != fullname {
 				t.Errorf("serviceAccountName = %q", pod.ServiceAccountName)
@@ -230,7 +253,7 @@ database: {existingSecret: prod-db, existingSecretKey: dsn, urlEnvName: PG_URL}
 	})
 
 	t.Run("every template file renders at most one object", func(t *testing.T) {
-		for _, values := range []string{"", "migration: {mode: job}", "migration: {mode: argocd}\npostgresql: {auth: {password: pw}}", "gate: {mode: command}"} {
+		for _, values := range []string{"", "migration: {mode: job}\npostgresql: {auth: {password: pw}}", "migration: {mode: argocd}\npostgresql: {auth: {password: pw}}", "gate: {mode: command}"} {
 			r := render(t, renderOptions{values: values})
 			per := map[string]int{}
 			for _, o := range r.objects {
@@ -251,7 +274,7 @@ database: {existingSecret: prod-db, existingSecretKey: dsn, urlEnvName: PG_URL}
 
 	t.Run("long release names keep every name and the job-name label within 63 characters", func(t *testing.T) {
 		long := strings.Repeat("r", 53)
-		r := render(t, renderOptions{release: long, values: "migration: {mode: job}"})
+		r := render(t, renderOptions{release: long, values: "migration: {mode: job}\npostgresql: {auth: {password: pw}}"})
 		for _, o := range r.objects {
 			if len(o.name()) > 63 {
 				t.Errorf("%s name %q is %d characters", o.kind, o.name(), len(o.name()))

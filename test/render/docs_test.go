@@ -20,7 +20,7 @@ func TestTheNotesAndTheTestPodExplainAndProbeTheRelease(t *testing.T) {
 		}{
 			{"hook install", "", false, "Migration mode: hook"},
 			{"hook upgrade", "", true, "Migration mode: hook"},
-			{"job", "migration: {mode: job}", false, "Migration mode: job"},
+			{"job", "migration: {mode: job}\npostgresql: {auth: {password: pw}}", false, "Migration mode: job"},
 			{"argocd", argoValues, false, "Migration mode: argocd"},
 		} {
 			r := render(t, renderOptions{values: c.values, upgrade: c.upgrade})

@@ -24,7 +24,7 @@ func TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded(t *testing.T) {
 			t.Errorf("gate image %q command %v", w.Image, w.Command)
 		}
 		want := []string{"wait", "--identity", id, "--records", fullname + "-migrations",
-			"--selector", "app.kubernetes.io/instance=" + releaseName + ",premigrate.io/identity=" + id,
+			"--job", r.job(t).Name,
 			"--timeout", "15m", "--progress-interval", "10s"}
 		if !equalStrings(w.Args, want) {
 			t.Errorf("gate args\n got %v\nwant %v", w.Args, want)
@@ -38,6 +38,7 @@ func TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded(t *testing.T) {
 		r := render(t, renderOptions{values: `
 gate:
   image: {repository: registry.local/gate, digest: ` + testDigest + `, pullPolicy: Never}
+  delivery: imageVolume
   timeout: 30m
   progressInterval: 5s
   resources: {limits: {memory: 32Mi}}
@@ -58,7 +59,7 @@ gate:
 		}
 	})
 
-	t.Run("job mode binds a read-only Role on Jobs and the records ConfigMap to the app ServiceAccount", func(t *testing.T) {
+	t.Run("job mode binds a read-only Role on its migration Job and the records ConfigMap to the app ServiceAccount", func(t *testing.T) {
 		r := render(t, renderOptions{})
 		role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-gate")
 		if len(role.Rules) != 2 {
@@ -66,7 +67,7 @@ gate:
 		}
 		jobs, cms := role.Rules[0], role.Rules[1]
 		if !equalStrings(jobs.APIGroups, []string{"batch"}) || !equalStrings(jobs.Resources, []string{"jobs"}) ||
-			len(jobs.ResourceNames) != 0 || !equalStrings(jobs.Verbs, []string{"get", "list", "watch"}) {
+			!equalStrings(jobs.ResourceNames, []string{r.job(t).Name}) || !equalStrings(jobs.Verbs, []string{"get", "list", "watch"}) {
 			t.Errorf("jobs rule %+v", jobs)
 		}
 		if !equalStrings(cms.APIGroups, []string{""}) || !equalStrings(cms.Resources, []string{"configmaps"}) ||

@@ -99,7 +99,6 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 	rel := install(externalDB, false)
 	got := hooks(rel)
 	want := map[string]string{
-		"ConfigMap/" + fullname + "-migrations":   "pre-install",
 		"ServiceAccount/" + fullname + "-migrate": "pre-install,pre-upgrade",
 		"Role/" + fullname + "-migrate":           "pre-install,pre-upgrade",
 		"RoleBinding/" + fullname + "-migrate":    "pre-install,pre-upgrade",
@@ -114,12 +113,12 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("hooks %v, want %v", got, want)
 	}
-	// Hooks run by weight: the records ConfigMap, then RBAC, then the Job.
+	// Hooks run by weight: RBAC, then the Job.
 	weights := map[string]int{}
 	for _, h := range rel.Hooks {
 		weights[h.Kind] = h.Weight
 	}
-	if weights["ConfigMap"] >= weights["Role"] || weights["Role"] >= weights["Job"] {
+	if weights["Role"] >= weights["Job"] {
 		t.Errorf("hook weights %v", weights)
 	}
 	if !strings.Contains(rel.Manifest, "kind: Deployment") || strings.Contains(rel.Manifest, "kind: Job") {
@@ -167,7 +166,7 @@ var goldenCases = []struct {
 	{"default.yaml", "", false},
 	{"hook-upgrade.yaml", "", true},
 	{"hook-external-db.yaml", externalDB, false},
-	{"job.yaml", "migration: {mode: job}", false},
+	{"job.yaml", "migration: {mode: job}\npostgresql: {auth: {password: pw}}", false},
 	{"argocd.yaml", argoValues, false},
 	{"gate-command.yaml", "gate: {mode: command}", false},
 	{"migration-disabled.yaml", "migration: {enabled: false}", false},

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -109,8 +110,8 @@ migration:
 		job := r.job(t)
 		id := identityOf(t, r)
 		spec := job.Spec.Template.Spec
-		if len(spec.InitContainers) != 0 || len(spec.Containers) != 1 {
-			t.Fatalf("init containers %d containers %d, want 0 and 1 (the gate is an image volume on Kubernetes 1.37)", len(spec.InitContainers), len(spec.Containers))
+		if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "install-gate" || len(spec.Containers) != 1 {
+			t.Fatalf("init containers %d containers %d, want install-gate and migrate (the default gate delivery copies the gate)", len(spec.InitContainers), len(spec.Containers))
 		}
 		m := container(t, spec.Containers, "migrate")
 		if m.Image != "premigrate/demo@"+testDigest {
@@ -151,14 +152,39 @@ migration:
 	})
 
 	t.Run("the gate wraps the migration and records the identity in the records ConfigMap", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, values string
+			upgrade      bool
+			tail         []string
+		}{
+			{"a plain Job with the embedded database waits for PostgreSQL", "", false,
+				[]string{"--wait-for-postgres", fullname + "-postgresql:5432"}},
+			{"a hook Job with the embedded database owns itself to the records and waits for PostgreSQL", "", true,
+				[]string{"--own-job", "--wait-for-postgres", fullname + "-postgresql:5432"}},
+			{"a hook Job with an external database owns itself to the records", externalDB, false, []string{"--own-job"}},
+			{"a plain Job with an external database", externalDB + "\nmigration: {mode: job, keepRecords: 7}", false, nil},
+		} {
+			values := "migration: {keepRecords: 7}\ngate: {image: {tag: dev}}\n" + tc.values
+			if strings.Contains(tc.values, "migration:") {
+				values = "gate: {image: {tag: dev}}\n" + tc.values
+			}
+			r := render(t, renderOptions{values: values, upgrade: tc.upgrade})
+			spec := r.job(t).Spec.Template.Spec
+			id := identityOf(t, r)
+			m := container(t, spec.Containers, "migrate")
+			meta := `{"annotations":{"meta.helm.sh/release-name":"` + releaseName + `","meta.helm.sh/release-namespace":"` + namespace + `"},` +
+				`"labels":{"app.kubernetes.io/component":"migration","app.kubernetes.io/instance":"` + releaseName + `",` +
+				`"app.kubernetes.io/managed-by":"Helm","app.kubernetes.io/name":"premigrate","app.kubernetes.io/version":"0.1.0","helm.sh/chart":"premigrate-0.1.0"}}`
+			want := append([]string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--job", "$(JOB_NAME)", "--keep", "7",
+				"--create-records", meta}, tc.tail...)
+			want = append(want, "--", "/demo")
+			if !equalStrings(m.Command, want) {
+				t.Errorf("%s: migrate command\n%v, want\n%v", tc.name, m.Command, want)
+			}
+		}
 		r := render(t, renderOptions{values: "migration: {keepRecords: 7}\ngate: {image: {tag: dev}}"})
 		spec := r.job(t).Spec.Template.Spec
-		id := identityOf(t, r)
 		m := container(t, spec.Containers, "migrate")
-		want := []string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--job", "$(JOB_NAME)", "--keep", "7", "--", "/demo"}
-		if !equalStrings(m.Command, want) {
-			t.Errorf("migrate command %v, want %v", m.Command, want)
-		}
 		if len(m.VolumeMounts) != 1 || m.VolumeMounts[0].MountPath != "/premigrate" || !m.VolumeMounts[0].ReadOnly {
 			t.Errorf("migrate mounts %+v, want the gate read-only at /premigrate", m.VolumeMounts)
 		}
@@ -186,22 +212,28 @@ migration:
 		}
 	})
 
-	t.Run("the migration ServiceAccount may only update the records ConfigMap", func(t *testing.T) {
+	t.Run("the migration ServiceAccount may only update the records ConfigMap, create it, and own its hook Job", func(t *testing.T) {
+		for _, upgrade := range []bool{false, true} {
+			r := render(t, renderOptions{upgrade: upgrade})
+			job := r.job(t)
+			role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-migrate")
+			want := []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations"}, Verbs: []string{"get", "update", "patch"}},
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+			}
+			if upgrade { // a hook Job: it makes the records ConfigMap its owner
+				want = append(want, rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{job.Name}, Verbs: []string{"patch"}})
+			}
+			if !reflect.DeepEqual(role.Rules, want) {
+				t.Errorf("upgrade=%v: rules\n%+v, want\n%+v", upgrade, role.Rules, want)
+			}
+		}
 		r := render(t, renderOptions{})
 		job := r.job(t)
 		if job.Spec.Template.Spec.ServiceAccountName != fullname+"-migrate" {
 			t.Errorf("serviceAccountName %q", job.Spec.Template.Spec.ServiceAccountName)
 		}
 		mustFind[*corev1.ServiceAccount](t, r, "ServiceAccount", fullname+"-migrate")
-		role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-migrate")
-		if len(role.Rules) != 1 {
-			t.Fatalf("rules %+v", role.Rules)
-		}
-		rule := role.Rules[0]
-		if !equalStrings(rule.APIGroups, []string{""}) || !equalStrings(rule.Resources, []string{"configmaps"}) ||
-			!equalStrings(rule.ResourceNames, []string{fullname + "-migrations"}) || !equalStrings(rule.Verbs, []string{"get", "update", "patch"}) {
-			t.Errorf("rule %+v", rule)
-		}
 		rb := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", fullname+"-migrate")
 		if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != fullname+"-migrate" || len(rb.Subjects) != 1 ||
 			rb.Subjects[0].Name != fullname+"-migrate" || rb.Subjects[0].Namespace != namespace {
@@ -210,23 +242,36 @@ migration:
 		mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")
 	})
 
-	t.Run("in hook mode the support objects are hooks and the records survive upgrades", func(t *testing.T) {
-		for _, upgrade := range []bool{false, true} {
-			r := render(t, renderOptions{upgrade: upgrade})
-			for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
-				o, _ := r.find(kind, fullname+"-migrate")
-				assertAnnotations(t, o.meta.GetAnnotations(), map[string]string{
+	t.Run("beside a hook Job the support objects are hooks deleted once the hooks ran, and the records are a release object", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, values string
+			upgrade, hook bool
+		}{
+			{"embedded database, install (a plain Job)", "", false, false},
+			{"embedded database, upgrade", "", true, true},
+			{"external database, install", externalDB, false, true},
+			{"external database, upgrade", externalDB, true, true},
+			{"job mode", "migration: {mode: job}\npostgresql: {auth: {password: pw}}", true, false},
+		} {
+			r := render(t, renderOptions{values: tc.values, upgrade: tc.upgrade})
+			want := map[string]string{}
+			if tc.hook {
+				want = map[string]string{
 					"helm.sh/hook":               "pre-install,pre-upgrade",
 					"helm.sh/hook-weight":        "-10",
-					"helm.sh/hook-delete-policy": "before-hook-creation",
-				})
+					"helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded,hook-failed",
+				}
+			}
+			for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+				o, _ := r.find(kind, fullname+"-migrate")
+				if got := hookAnnotations(o.meta.GetAnnotations()); !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: %s hook annotations %v, want %v", tc.name, kind, got, want)
+				}
 			}
 			cm := mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")
-			assertAnnotations(t, cm.Annotations, map[string]string{
-				"helm.sh/hook":               "pre-install",
-				"helm.sh/hook-weight":        "-20",
-				"helm.sh/hook-delete-policy": "before-hook-creation",
-			})
+			if got := hookAnnotations(cm.Annotations); len(got) != 0 {
+				t.Errorf("%s: the records ConfigMap is a hook (%v): helm uninstall would leave it and its records", tc.name, got)
+			}
 			if len(cm.Data) != 0 || len(cm.BinaryData) != 0 {
 				t.Errorf("records ConfigMap renders data %v", cm.Data)
 			}
@@ -309,9 +354,11 @@ func TestTheGateReachesTheMigrationContainerAsAnImageVolumeOrThroughAnInitContai
 		name, values, kubeVersion string
 		wantImageVolume           bool
 	}{
-		{name: "auto on Kubernetes 1.37 mounts the gate image", wantImageVolume: true},
-		{name: "auto on Kubernetes 1.35 mounts the gate image", kubeVersion: "v1.35.0", wantImageVolume: true},
-		{name: "auto on Kubernetes 1.34 copies the gate", kubeVersion: "v1.34.2"},
+		{name: "the default copies the gate on Kubernetes 1.37, whatever the runtime", wantImageVolume: false},
+		{name: "the default copies the gate on the chart's oldest Kubernetes", kubeVersion: "v1.29.0"},
+		{name: "auto on Kubernetes 1.37 mounts the gate image", values: "gate: {delivery: auto}", wantImageVolume: true},
+		{name: "auto on Kubernetes 1.35 mounts the gate image", values: "gate: {delivery: auto}", kubeVersion: "v1.35.0", wantImageVolume: true},
+		{name: "auto on Kubernetes 1.34 copies the gate", values: "gate: {delivery: auto}", kubeVersion: "v1.34.2"},
 		{name: "imageVolume is used as asked", values: "gate: {delivery: imageVolume}", kubeVersion: "v1.34.2", wantImageVolume: true},
 		{name: "initContainer is used as asked", values: "gate: {delivery: initContainer}"},
 	}

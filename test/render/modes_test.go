@@ -14,7 +14,7 @@ postgresql: {auth: {password: s3cret}}
 func TestTheJobAndArgoCDModesAndADisabledMigration(t *testing.T) {
 	t.Run("job mode renders only plain objects and a Job named by the identity", func(t *testing.T) {
 		for _, upgrade := range []bool{false, true} {
-			r := render(t, renderOptions{values: "migration: {mode: job}", upgrade: upgrade})
+			r := render(t, renderOptions{values: "migration: {mode: job}\npostgresql: {auth: {password: pw}}", upgrade: upgrade})
 			id := identityOf(t, r)
 			if job := r.job(t); job.Name != fullname+"-migrate-"+id {
 				t.Errorf("upgrade=%v: job name %q", upgrade, job.Name)
@@ -98,7 +98,7 @@ func TestTheJobAndArgoCDModesAndADisabledMigration(t *testing.T) {
 	})
 
 	t.Run("hook and job modes render no Argo CD annotations", func(t *testing.T) {
-		for _, values := range []string{"", "migration: {mode: job}"} {
+		for _, values := range []string{"", "migration: {mode: job}\npostgresql: {auth: {password: pw}}"} {
 			for _, o := range render(t, renderOptions{values: values}).objects {
 				for k := range o.meta.GetAnnotations() {
 					if strings.HasPrefix(k, "argocd.argoproj.io/") {

@@ -11,7 +11,7 @@ import (
 var modeValues = map[string]string{
 	"hook install":        "",
 	"hook external db":    externalDB,
-	"job":                 "migration: {mode: job}",
+	"job":                 "migration: {mode: job}\npostgresql: {auth: {password: pw}}",
 	"argocd":              argoValues,
 	"gate command":        "gate: {mode: command}",
 	"gate none":           "gate: {mode: none}",

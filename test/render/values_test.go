@@ -81,19 +81,43 @@ func TestEveryValueIsDocumentedAndTypedByTheSchema(t *testing.T) {
 
 	// Objects of the chart (those with properties) are closed; free-form Kubernetes objects are not
 	// described property by property. EnvVar items are Kubernetes objects too.
+	// A "$ref" to "#/definitions/NAME" stands for that definition (its own description may be beside it).
+	defs, _ := schema["definitions"].(map[string]any)
+	resolve := func(s jsonSchema) jsonSchema {
+		ref, ok := s["$ref"].(string)
+		if !ok {
+			return s
+		}
+		def, ok := defs[strings.TrimPrefix(ref, "#/definitions/")].(map[string]any)
+		if !ok {
+			t.Errorf("schema $ref %s names no definition", ref)
+			return s
+		}
+		out := jsonSchema{}
+		for k, v := range def {
+			out[k] = v
+		}
+		for k, v := range s {
+			if k != "$ref" {
+				out[k] = v
+			}
+		}
+		return out
+	}
 	var walk func(s jsonSchema, path string)
 	walk = func(s jsonSchema, path string) {
+		s = resolve(s)
 		if _, ok := s["type"]; !ok && s["oneOf"] == nil {
 			t.Errorf("schema %s has no type", path)
 		}
 		if props := s.props(); props != nil {
-			if s["additionalProperties"] != false && !strings.HasSuffix(path, "env[]") {
+			if s["additionalProperties"] != false {
 				t.Errorf("schema object %s is not closed (additionalProperties: false)", path)
 			}
 			for k, v := range props {
 				child := jsonSchema(v.(map[string]any))
 				if path != "" || k != "global" {
-					if d, _ := child["description"].(string); d == "" && !strings.HasSuffix(path, "[]") {
+					if d, _ := resolve(child)["description"].(string); d == "" && !strings.HasSuffix(path, "[]") {
 						t.Errorf("schema %s.%s has no description", path, k)
 					}
 				}

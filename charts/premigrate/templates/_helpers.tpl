@@ -6,21 +6,24 @@ Chart name, used in the app.kubernetes.io/name label.
 {{- end }}
 
 {{/*
-Prefix of every resource name. Truncated to 40 characters: the longest derived name,
+Prefix of every resource name, at most 40 characters: the longest derived name,
 <fullname>-migrate-<identity>, is also the value of the Job's batch.kubernetes.io/job-name label,
-which must stay within 63 characters.
+which must stay within 63 characters. A longer name is cut to 33 characters and given a dash and the
+first 6 hex characters of its sha256, so two long release names that share a prefix never collide.
 */}}
 {{- define "premigrate.fullname" -}}
-{{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" }}
-{{- else }}
-{{- $name := default .Chart.Name .Values.nameOverride }}
-{{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 40 | trimSuffix "-" }}
-{{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" }}
-{{- end }}
-{{- end }}
+{{- $name := "" -}}
+{{- if .Values.fullnameOverride -}}
+{{- $name = .Values.fullnameOverride -}}
+{{- else -}}
+{{- $chart := default .Chart.Name .Values.nameOverride -}}
+{{- $name = ternary .Release.Name (printf "%s-%s" .Release.Name $chart) (contains $chart .Release.Name) -}}
+{{- end -}}
+{{- if gt (len $name) 40 -}}
+{{- printf "%s-%s" ($name | trunc 33 | trimSuffix "-") ($name | sha256sum | trunc 6) -}}
+{{- else -}}
+{{- $name | trimSuffix "-" -}}
+{{- end -}}
 {{- end }}
 
 {{/*
@@ -89,12 +92,13 @@ The migration image: migration.image when its repository is set, else the app im
 {{- end }}
 
 {{/*
-How the gate binary reaches the migration container: "imageVolume" (the gate image mounted as an image
-volume: no extra container) or "initContainer" (copied through an emptyDir by an init container). "auto"
-picks imageVolume where image volumes are on by default (Kubernetes 1.35 and later).
+How the gate binary reaches the migration container: "initContainer" (the default: copied through an
+emptyDir by an init container, works on every cluster and runtime) or "imageVolume" (the gate image mounted
+as an image volume: no extra container, but it needs a runtime with image volumes, which the chart cannot
+see). "auto" picks imageVolume where image volumes are on by default (Kubernetes 1.35 and later).
 */}}
 {{- define "premigrate.gateDelivery" -}}
-{{- $d := .Values.gate.delivery | default "auto" -}}
+{{- $d := .Values.gate.delivery | default "initContainer" -}}
 {{- if eq $d "auto" -}}
 {{- if semverCompare ">=1.35.0-0" .Capabilities.KubeVersion.Version -}}
 imageVolume
@@ -220,6 +224,21 @@ hook
 {{- end }}
 
 {{/*
+The Deployment's progressDeadlineSeconds: the value when set; else, while pods wait for the migration,
+the migration's deadline plus two minutes (never below Kubernetes' default of 600), so a long migration
+does not mark the rollout failed before the migration itself would fail.
+*/}}
+{{- define "premigrate.progressDeadlineSeconds" -}}
+{{- if not (kindIs "invalid" .Values.progressDeadlineSeconds) -}}
+{{- .Values.progressDeadlineSeconds | int -}}
+{{- else if include "premigrate.gateEnabled" . -}}
+{{- max 600 (add (int .Values.migration.activeDeadlineSeconds) 120) -}}
+{{- else -}}
+600
+{{- end -}}
+{{- end }}
+
+{{/*
 True (non-empty) when the app pods get the wait-for-migration init container.
 */}}
 {{- define "premigrate.gateEnabled" -}}
@@ -247,24 +266,31 @@ argocd.argoproj.io/sync-wave: {{ .wave | quote }}
 {{- end }}
 
 {{/*
-Annotations of the migration's support objects (ServiceAccount, Role, RoleBinding, records ConfigMap).
-hook mode: Helm hooks, because a pre-install hook Job runs before any release object exists; the
-records ConfigMap is a pre-install hook only, so an upgrade never recreates it. argocd mode: sync wave -1.
-Argument: dict "root" $ "records" BOOL.
+Annotations of the migration's support objects (ServiceAccount, Role, RoleBinding). When the migration Job
+is a Helm hook they are hooks too (a pre-install hook runs before any release object exists), deleted once
+the hooks ran, whether they succeeded or failed, so that nothing of them outlives the release. When the Job
+is a release object they are release objects; argocd mode: sync wave -1.
 */}}
 {{- define "premigrate.supportAnnotations" -}}
-{{- if eq .root.Values.migration.mode "hook" -}}
-{{- if .records -}}
-helm.sh/hook: pre-install
-helm.sh/hook-weight: "-20"
-{{- else -}}
+{{- if eq (include "premigrate.migrationJobKind" .) "hook" -}}
 helm.sh/hook: pre-install,pre-upgrade
 helm.sh/hook-weight: "-10"
-{{- end }}
-helm.sh/hook-delete-policy: before-hook-creation
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded,hook-failed
 {{- else -}}
-{{- include "premigrate.syncWave" (dict "root" .root "wave" "-1") -}}
+{{- include "premigrate.syncWave" (dict "root" . "wave" "-1") -}}
 {{- end -}}
+{{- end }}
+
+{{/*
+Metadata of the records ConfigMap, as `gate run --create-records` creates it when it is missing (a
+pre-install hook runs before the release's objects exist; migrations enabled on an installed release; a
+ConfigMap deleted by hand): the labels the chart renders and Helm's ownership annotations, so Helm adopts
+it as the release object it renders. JSON.
+*/}}
+{{- define "premigrate.recordsMetadata" -}}
+{{- $labels := include "premigrate.labels" (dict "root" . "component" "migration") | fromYaml -}}
+{{- $annotations := dict "meta.helm.sh/release-name" .Release.Name "meta.helm.sh/release-namespace" .Release.Namespace -}}
+{{- toJson (dict "labels" $labels "annotations" $annotations) -}}
 {{- end }}
 
 {{/*
@@ -318,6 +344,20 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- end -}}
 {{- if and .Values.database.existingSecret (not .Values.database.existingSecretKey) -}}
 {{- fail "database.existingSecretKey is required when database.existingSecret is set" -}}
+{{- end -}}
+{{- if and (eq .Values.migration.mode "job") .Values.postgresql.enabled (not .Values.postgresql.auth.password) -}}
+{{- fail "postgresql.auth.password is required with migration.mode=job and the embedded database: job mode is made for helm template and kubectl apply, which render without lookup, so a generated password would change on every render while the database keeps the first one" -}}
+{{- end -}}
+{{- if and (include "premigrate.gateNeedsAPI" .) (eq (include "premigrate.serviceAccountName" .) "default") -}}
+{{- fail "gate.mode=job needs the app's own ServiceAccount (serviceAccount.create=true, or serviceAccount.name naming one): the chart will not grant the namespace's default ServiceAccount, which every other pod uses, read access to the migration Job and records" -}}
+{{- end -}}
+{{- if and (include "premigrate.gateEnabled" .) (not (kindIs "invalid" .Values.progressDeadlineSeconds)) (lt (int .Values.progressDeadlineSeconds) (int .Values.migration.activeDeadlineSeconds)) -}}
+{{- fail (printf "progressDeadlineSeconds (%v) must be at least migration.activeDeadlineSeconds (%v): the app pods wait for the migration, and the Deployment must not be marked failed before the migration's own deadline" .Values.progressDeadlineSeconds .Values.migration.activeDeadlineSeconds) -}}
+{{- end -}}
+{{- with (dig "rollingUpdate" nil .Values.strategy) -}}
+{{- if and (eq (toString (dig "maxSurge" 1 .)) "0") (eq (toString (dig "maxUnavailable" 1 .)) "0") -}}
+{{- fail "strategy.rollingUpdate.maxSurge and strategy.rollingUpdate.maxUnavailable cannot both be 0: the rollout could never replace a pod" -}}
+{{- end -}}
 {{- end -}}
 {{- if and (eq .Values.migration.mode "argocd") .Values.postgresql.enabled (not .Values.postgresql.auth.password) -}}
 {{- fail "postgresql.auth.password is required with migration.mode=argocd and the embedded database: Argo CD renders without lookup, so a generated password would change on every sync" -}}

@@ -4,7 +4,8 @@
 // serialised: the second waits, then finds nothing left to do. Every version is applied in its own
 // transaction together with its schema_migrations row, so a failure leaves the previous version
 // intact. Destructive migrations are refused, before anything is applied, unless the caller
-// accepts data loss.
+// accepts data loss. A schema newer than the target is left alone, or, when the caller asks for it,
+// refused as Alembic and golang-migrate do.
 package migrate
 
 import (
@@ -27,18 +28,26 @@ const LockKey int64 = 0x70726d6967726174 // "prmigrat"
 // RunsTable receives one row per successful run.
 const RunsTable = "demo_migrate_runs"
 
+// bookkeepingSQL creates the bookkeeping tables, and brings a demo_migrate_runs table created by an
+// older binary (without started_at) up to date. Both timestamps of a run come from the database's
+// clock_timestamp(), so they compare with each other and with other tables' database timestamps
+// whatever the clocks of the pods.
 const bookkeepingSQL = `
 CREATE TABLE IF NOT EXISTS schema_migrations (
     version     integer     PRIMARY KEY,
     applied_at  timestamptz NOT NULL DEFAULT now(),
     duration_ms bigint      NOT NULL
 );
-CREATE TABLE IF NOT EXISTS demo_migrate_runs (
+CREATE TABLE IF NOT EXISTS ` + RunsTable + ` (
     id          bigserial   PRIMARY KEY,
     identity    text,
     applied     integer[]   NOT NULL,
-    finished_at timestamptz NOT NULL DEFAULT now()
-);`
+    finished_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    started_at  timestamptz
+);
+ALTER TABLE ` + RunsTable + `
+    ADD COLUMN IF NOT EXISTS started_at timestamptz,
+    ALTER COLUMN finished_at SET DEFAULT clock_timestamp();`
 
 // Config describes one migration run.
 type Config struct {
@@ -58,6 +67,10 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// Identity is recorded in demo_migrate_runs (empty records NULL).
 	Identity string
+	// RefuseNewerSchema makes a run fail with a *NewerSchemaError, without applying or recording
+	// anything, when the schema version is already beyond Target (an older migration must not run
+	// against a newer schema). Off, such a schema is left alone and the run succeeds.
+	RefuseNewerSchema bool
 	// Logger receives progress lines; nil discards them.
 	Logger *log.Logger
 	// Migrations to apply; nil means the embedded ones.
@@ -76,6 +89,12 @@ type Result struct {
 	// From is the schema version found once the lock was held; To the version left behind.
 	From, To int
 	Applied  []Applied
+	// StartedAt is the database's clock when the run held the advisory lock, before anything was
+	// applied; zero when the lock was never taken.
+	StartedAt time.Time
+	// FinishedAt is the database's clock when the run was recorded in demo_migrate_runs; zero when
+	// it was not.
+	FinishedAt time.Time
 }
 
 // Drop is one thing a pending destructive migration would destroy.
@@ -98,8 +117,20 @@ func (e *RefusedError) Error() string {
 		strings.Join(parts, ", "))
 }
 
+// NewerSchemaError reports a schema beyond the target of a run that refuses newer schemas
+// (Config.RefuseNewerSchema). Nothing was applied or recorded.
+type NewerSchemaError struct {
+	Schema, Target int
+}
+
+func (e *NewerSchemaError) Error() string {
+	return fmt.Sprintf("database schema version %d is newer than this migration's target %d: refusing to run an older migration against a newer schema (DEMO_REFUSE_NEWER_SCHEMA=true)",
+		e.Schema, e.Target)
+}
+
 // Run connects (retrying until cfg.ConnectTimeout), takes the advisory lock and applies every
-// pending version up to cfg.Target. A schema already at or beyond the target is left alone.
+// pending version up to cfg.Target. A schema already at the target is left alone; one beyond it
+// too, unless cfg.RefuseNewerSchema makes that an error.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	logger := cfg.Logger
 	if logger == nil {
@@ -122,7 +153,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 
-	if err := lock(ctx, conn, logger); err != nil {
+	startedAt, err := lock(ctx, conn, logger)
+	if err != nil {
 		return Result{}, err
 	}
 	// Closing the session releases the lock too; unlocking explicitly keeps it short when the
@@ -133,14 +165,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 	}()
 
-	if _, err := conn.Exec(ctx, bookkeepingSQL); err != nil {
-		return Result{}, fmt.Errorf("create bookkeeping tables: %w", err)
-	}
+	// Read under the lock: no other run can move the version until this one ends. Reading works
+	// before the bookkeeping tables exist (version 0), so a refusal changes nothing at all.
 	current, err := schema.Version(ctx, conn)
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{From: current, To: current}
+	res := Result{From: current, To: current, StartedAt: startedAt}
+	if cfg.RefuseNewerSchema && current > cfg.Target {
+		return res, &NewerSchemaError{Schema: current, Target: cfg.Target}
+	}
+	if _, err := conn.Exec(ctx, bookkeepingSQL); err != nil {
+		return res, fmt.Errorf("create bookkeeping tables: %w", err)
+	}
 
 	var pending []Migration
 	for _, m := range migrations {
@@ -181,7 +218,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for i, a := range res.Applied {
 		versions[i] = int32(a.Version)
 	}
-	if _, err := conn.Exec(ctx, "INSERT INTO "+RunsTable+" (identity, applied) VALUES (NULLIF($1, ''), $2)", cfg.Identity, versions); err != nil {
+	// One statement, so its own transaction: finished_at is the database's clock at the insert.
+	err = conn.QueryRow(ctx,
+		"INSERT INTO "+RunsTable+" (identity, applied, started_at, finished_at) VALUES (NULLIF($1, ''), $2, $3, clock_timestamp()) RETURNING finished_at",
+		cfg.Identity, versions, startedAt).Scan(&res.FinishedAt)
+	if err != nil {
 		return res, fmt.Errorf("record the run in %s: %w", RunsTable, err)
 	}
 	if len(res.Applied) > 0 {
@@ -190,22 +231,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
-// lock takes the advisory lock, saying so when another run holds it.
-func lock(ctx context.Context, conn *pgx.Conn, logger *log.Logger) error {
+// lock takes the advisory lock, saying so when another run holds it, and returns the database's
+// clock once the lock is held.
+func lock(ctx context.Context, conn *pgx.Conn, logger *log.Logger) (time.Time, error) {
 	var got bool
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", LockKey).Scan(&got); err != nil {
-		return fmt.Errorf("take migration lock: %w", err)
+		return time.Time{}, fmt.Errorf("take migration lock: %w", err)
 	}
-	if got {
-		return nil
+	if !got {
+		logger.Printf("another migration run holds the lock; waiting for it")
+		start := time.Now()
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", LockKey); err != nil {
+			return time.Time{}, fmt.Errorf("wait for migration lock: %w", err)
+		}
+		logger.Printf("got the migration lock after %s", time.Since(start).Round(time.Millisecond))
 	}
-	logger.Printf("another migration run holds the lock; waiting for it")
-	start := time.Now()
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", LockKey); err != nil {
-		return fmt.Errorf("wait for migration lock: %w", err)
+	var at time.Time
+	if err := conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&at); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock after taking the migration lock: %w", err)
 	}
-	logger.Printf("got the migration lock after %s", time.Since(start).Round(time.Millisecond))
-	return nil
+	return at, nil
 }
 
 // refusedDrops returns the refusal for pending destructive migrations, or nil.
@@ -287,6 +332,12 @@ func CheckStatus(ctx context.Context, databaseURL string, target int, connectTim
 		return Status{}, err
 	}
 	return Status{Current: v, Expected: target}, nil
+}
+
+// IsNewerSchema reports whether err is a refusal of a schema newer than the target.
+func IsNewerSchema(err error) bool {
+	var n *NewerSchemaError
+	return errors.As(err, &n)
 }
 
 // IsRefused reports whether err is a refusal of destructive migrations.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"os"
 	"slices"
@@ -204,22 +205,7 @@ func TestConcurrentRunsAreSerializedByTheAdvisoryLockAndApplyEachVersionOnce(t *
 		})
 	}
 
-	observer := connect(t, dsn)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
-		err := observer.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d runs wait for the lock after 30s", waiting)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForLockWaiters(t, connect(t, dsn), 2)
 	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1)", migrate.LockKey); err != nil {
 		t.Fatal(err)
 	}
@@ -472,5 +458,229 @@ func TestARunKilledDuringASlowMigrationLeavesNothingHalfAppliedAndTheRetryApplie
 	res := run(t, config(dsn, 2, logs))
 	if got := versions(res); !slices.Equal(got, []int{2}) {
 		t.Errorf("the retry applied %v, want [2]", got)
+	}
+}
+
+func runCount(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM "+migrate.RunsTable).Scan(&n); err != nil {
+		t.Fatalf("count runs: %v", err)
+	}
+	return n
+}
+
+func TestARunThatRefusesNewerSchemasFailsOnlyOnASchemaBeyondItsTargetAndThenChangesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		schema      int // the version the database is at before the run
+		target      int
+		refuse      bool
+		wantRefusal bool
+		wantTo      int
+	}{
+		{"refusing, schema newer than the target", 3, 2, true, true, 3},
+		{"refusing, schema two versions newer", 5, 3, true, true, 5},
+		{"refusing, schema at the target", 2, 2, true, false, 2},
+		{"refusing, schema older than the target", 1, 2, true, false, 2},
+		{"not refusing, schema newer than the target", 3, 2, false, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := pgtest.NewDB(t)
+			var logs logBuffer
+			run(t, config(dsn, tc.schema, &logs))
+			conn := connect(t, dsn)
+			runsBefore := runCount(t, conn)
+
+			cfg := config(dsn, tc.target, &logs)
+			cfg.RefuseNewerSchema = tc.refuse
+			res, err := migrate.Run(context.Background(), cfg)
+
+			if !tc.wantRefusal {
+				if err != nil {
+					t.Fatalf("run failed: %v", err)
+				}
+				if res.To != tc.wantTo || schemaVersion(t, conn) != tc.wantTo {
+					t.Errorf("schema at %d (result %+v), want %d", schemaVersion(t, conn), res, tc.wantTo)
+				}
+				if got := runCount(t, conn); got != runsBefore+1 {
+					t.Errorf("%s holds %d runs after the run, want %d", migrate.RunsTable, got, runsBefore+1)
+				}
+				return
+			}
+			var newer *migrate.NewerSchemaError
+			if !errors.As(err, &newer) || !migrate.IsNewerSchema(err) || newer.Schema != tc.schema || newer.Target != tc.target {
+				t.Fatalf("got error %v, want a *NewerSchemaError for schema %d, target %d", err, tc.schema, tc.target)
+			}
+			want := fmt.Sprintf("database schema version %d is newer than this migration's target %d: refusing to run an older migration against a newer schema (DEMO_REFUSE_NEWER_SCHEMA=true)", tc.schema, tc.target)
+			if err.Error() != want {
+				t.Errorf("refusal reads %q, want %q", err, want)
+			}
+			if len(res.Applied) != 0 || schemaVersion(t, conn) != tc.schema {
+				t.Errorf("the refused run applied %v, schema at %d: want nothing applied, schema at %d", versions(res), schemaVersion(t, conn), tc.schema)
+			}
+			if got := runCount(t, conn); got != runsBefore {
+				t.Errorf("%s holds %d runs after the refusal, want %d: a refused run must not be recorded", migrate.RunsTable, got, runsBefore)
+			}
+		})
+	}
+}
+
+func TestTheNewerSchemaCheckReadsTheVersionOnlyOnceTheLockIsHeld(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	ctx := context.Background()
+	var logs logBuffer
+	run(t, config(dsn, 2, &logs))
+
+	holder := connect(t, dsn)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", migrate.LockKey); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(dsn, 2, &logs)
+	cfg.RefuseNewerSchema = true
+	done := make(chan error, 1)
+	go func() {
+		_, err := migrate.Run(ctx, cfg)
+		done <- err
+	}()
+	waitForLockWaiters(t, connect(t, dsn), 1)
+	// While the run waits, a newer run (holding the lock) moves the schema to version 3.
+	if _, err := holder.Exec(ctx, "INSERT INTO schema_migrations (version, duration_ms) VALUES (3, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1)", migrate.LockKey); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		var newer *migrate.NewerSchemaError
+		if !errors.As(err, &newer) || newer.Schema != 3 || newer.Target != 2 {
+			t.Errorf("got error %v, want a refusal of schema 3 for target 2: the version must be read under the lock", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not finish within 30s of the lock's release")
+	}
+}
+
+// waitForLockWaiters waits until n sessions of the database wait for an advisory lock.
+func waitForLockWaiters(t *testing.T, observer *pgx.Conn, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		err := observer.QueryRow(context.Background(), "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions wait for the lock after 30s, want %d", waiting, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestARunRecordsByTheDatabasesClockWhenItHeldTheLockAndWhenItFinished(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	ctx := context.Background()
+	const delay = 300 * time.Millisecond
+
+	holder := connect(t, dsn)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock($1)", migrate.LockKey); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	cfg := config(dsn, 2, &logs)
+	cfg.Delay = delay
+	type outcome struct {
+		res migrate.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := migrate.Run(ctx, cfg)
+		done <- outcome{res, err}
+	}()
+	waitForLockWaiters(t, connect(t, dsn), 1)
+	time.Sleep(200 * time.Millisecond) // the run has been waiting a while: started_at must not be when it began to wait
+	var released time.Time
+	if err := holder.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&released); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock($1)", migrate.LockKey); err != nil {
+		t.Fatal(err)
+	}
+	out := <-done
+	if out.err != nil {
+		t.Fatalf("run failed: %v", out.err)
+	}
+	var after time.Time
+	if err := holder.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+
+	var startedAt, finishedAt, lastApplied time.Time
+	err := holder.QueryRow(ctx, `SELECT r.started_at, r.finished_at, (SELECT max(applied_at) FROM schema_migrations)
+		FROM `+migrate.RunsTable+` r`).Scan(&startedAt, &finishedAt, &lastApplied)
+	if err != nil {
+		t.Fatalf("read the run: %v", err)
+	}
+	if startedAt.Before(released) {
+		t.Errorf("started_at %s is before the lock was released at %s: it must be when the run held the lock", startedAt, released)
+	}
+	// Each of the two versions sleeps delay inside its transaction, after started_at.
+	if d := finishedAt.Sub(startedAt); d < 2*delay {
+		t.Errorf("finished_at is %s after started_at, want at least %s (two versions of %s each)", d, 2*delay, delay)
+	}
+	// applied_at is the start of the last version's transaction, which then slept delay.
+	if d := finishedAt.Sub(lastApplied); d < delay {
+		t.Errorf("finished_at is %s after the last version's transaction began, want at least %s: it must be the clock at the insert", d, delay)
+	}
+	if finishedAt.After(after) {
+		t.Errorf("finished_at %s is after the run ended (%s)", finishedAt, after)
+	}
+	if !out.res.StartedAt.Equal(startedAt) || !out.res.FinishedAt.Equal(finishedAt) {
+		t.Errorf("the result says started %s, finished %s; the table %s, %s", out.res.StartedAt, out.res.FinishedAt, startedAt, finishedAt)
+	}
+}
+
+func TestARunsTableFromAnOlderBinaryGainsStartedAtAndKeepsItsRows(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	ctx := context.Background()
+	conn := connect(t, dsn)
+	// demo_migrate_runs as older binaries created it.
+	_, err := conn.Exec(ctx, `
+CREATE TABLE demo_migrate_runs (
+    id          bigserial   PRIMARY KEY,
+    identity    text,
+    applied     integer[]   NOT NULL,
+    finished_at timestamptz NOT NULL DEFAULT now()
+);
+INSERT INTO demo_migrate_runs (identity, applied) VALUES ('old-run', '{}');`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	run(t, config(dsn, 1, &logs))
+
+	rows, err := conn.Query(ctx, "SELECT identity || ':' || (started_at IS NOT NULL) || ':' || array_to_string(applied, ',') FROM demo_migrate_runs ORDER BY id")
+	if err != nil {
+		t.Fatalf("read runs: %v", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("read runs: %v", err)
+	}
+	if want := []string{"old-run:false:", "test-identity:true:1"}; !slices.Equal(got, want) {
+		t.Errorf("runs (identity:has started_at:applied) are %q, want %q", got, want)
+	}
+	var def string
+	if err := conn.QueryRow(ctx, "SELECT column_default FROM information_schema.columns WHERE table_name = 'demo_migrate_runs' AND column_name = 'finished_at'").Scan(&def); err != nil {
+		t.Fatal(err)
+	}
+	if def != "clock_timestamp()" {
+		t.Errorf("finished_at defaults to %s, want clock_timestamp()", def)
 	}
 }

@@ -1,0 +1,89 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Metadata is what a records ConfigMap created by the gate carries: the
+// labels and annotations the chart renders on it, including Helm's ownership
+// metadata (app.kubernetes.io/managed-by, meta.helm.sh/release-name and
+// -namespace), so that Helm adopts it as the release object it renders.
+type Metadata struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// ParseMetadata reads the JSON form of Metadata ({"labels":{…},"annotations":{…}}).
+func ParseMetadata(s string) (*Metadata, error) {
+	var m Metadata
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		return nil, fmt.Errorf("records ConfigMap metadata %q: want {\"labels\":{...},\"annotations\":{...}}: %w", s, err)
+	}
+	return &m, nil
+}
+
+func (m *Metadata) configMap(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name:        name,
+		Labels:      maps.Clone(m.Labels),
+		Annotations: maps.Clone(m.Annotations),
+	}}
+}
+
+// Ensure returns the records ConfigMap called name, creating it empty with
+// m's metadata when it does not exist (m nil: a missing ConfigMap is
+// returned as nil, with no error).
+func Ensure(ctx context.Context, client ConfigMapClient, name string, m *Metadata) (cm *corev1.ConfigMap, created bool, err error) {
+	cm, err = client.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return cm, false, nil
+	case !apierrors.IsNotFound(err):
+		return nil, false, fmt.Errorf("get ConfigMap %s: %w", name, err)
+	case m == nil:
+		return nil, false, nil
+	}
+	cm, err = client.Create(ctx, m.configMap(name), metav1.CreateOptions{FieldManager: FieldManager})
+	if apierrors.IsAlreadyExists(err) {
+		cm, err = client.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, false, fmt.Errorf("get ConfigMap %s after a concurrent create: %w", name, err)
+		}
+		return cm, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("create ConfigMap %s: %w", name, err)
+	}
+	return cm, true, nil
+}
+
+// JobPatcher is the part of client-go's typed Job client (for one namespace)
+// that OwnJob uses: RBAC grants it patch on the migration Job's name.
+type JobPatcher interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*batchv1.Job, error)
+}
+
+// OwnJob makes the records ConfigMap the owner of the Job called job, so
+// that deleting the ConfigMap (helm uninstall deletes it: it is a release
+// object) garbage-collects a hook Job that Helm itself never deletes.
+func OwnJob(ctx context.Context, jobs JobPatcher, job string, cm *corev1.ConfigMap) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID,
+	}}}})
+	if err != nil {
+		return fmt.Errorf("encode the owner reference: %w", err)
+	}
+	if _, err := jobs.Patch(ctx, job, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("make ConfigMap %s the owner of Job %s: %w", cm.Name, job, err)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+package record_test
+
+import (
+	"context"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/premigrate/premigrate/internal/record"
+)
+
+var helmOwned = &record.Metadata{
+	Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+	Annotations: map[string]string{"meta.helm.sh/release-name": "shop", "meta.helm.sh/release-namespace": ns},
+}
+
+func TestWriteCreatesAMissingConfigMapWithTheChartsMetadataAndTheRecord(t *testing.T) {
+	cs := fake.NewClientset()
+	o := options("abc")
+	o.Create = helmOwned
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cm.Data["abc"]; !ok {
+		t.Errorf("the created ConfigMap holds no record: %v", cm.Data)
+	}
+	if cm.Labels["app.kubernetes.io/managed-by"] != "Helm" || cm.Annotations["meta.helm.sh/release-name"] != "shop" {
+		t.Errorf("the created ConfigMap lacks the chart's metadata: labels %v annotations %v", cm.Labels, cm.Annotations)
+	}
+}
+
+func TestEnsureReturnsTheExistingConfigMapUntouched(t *testing.T) {
+	cs := fake.NewClientset(configMap(map[string]string{"abc": "x"}))
+	cm, created, err := record.Ensure(context.Background(), cs.CoreV1().ConfigMaps(ns), name, helmOwned)
+	if err != nil || created || cm.Data["abc"] != "x" {
+		t.Fatalf("Ensure = %+v, created %v, %v", cm, created, err)
+	}
+}
+
+func TestEnsureCreatesAMissingConfigMapOnlyWhenGivenItsMetadata(t *testing.T) {
+	cs := fake.NewClientset()
+	cm, created, err := record.Ensure(context.Background(), cs.CoreV1().ConfigMaps(ns), name, nil)
+	if err != nil || created || cm != nil {
+		t.Fatalf("without metadata: Ensure = %+v, created %v, %v; want nothing created", cm, created, err)
+	}
+	cm, created, err = record.Ensure(context.Background(), cs.CoreV1().ConfigMaps(ns), name, helmOwned)
+	if err != nil || !created || cm.Annotations["meta.helm.sh/release-namespace"] != ns {
+		t.Fatalf("with metadata: Ensure = %+v, created %v, %v", cm, created, err)
+	}
+}
+
+func TestParseMetadataNamesTheExpectedShapeOnBadInput(t *testing.T) {
+	if _, err := record.ParseMetadata(`{"labels":`); err == nil {
+		t.Fatal("a truncated document parsed")
+	}
+	m, err := record.ParseMetadata(`{"labels":{"a":"b"},"annotations":{"c":"d"}}`)
+	if err != nil || m.Labels["a"] != "b" || m.Annotations["c"] != "d" {
+		t.Fatalf("ParseMetadata = %+v, %v", m, err)
+	}
+}
+
+func TestOwnJobMakesTheRecordsConfigMapTheJobsOnlyOwner(t *testing.T) {
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "shop-migrate", Namespace: ns}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: "cm-uid"}}
+	cs := fake.NewClientset(job, cm)
+	if err := record.OwnJob(context.Background(), cs.BatchV1().Jobs(ns), "shop-migrate", cm); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.BatchV1().Jobs(ns).Get(context.Background(), "shop-migrate", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != "cm-uid" || got.OwnerReferences[0].Kind != "ConfigMap" {
+		t.Errorf("owners = %+v, want the records ConfigMap", got.OwnerReferences)
+	}
+}
