@@ -244,7 +244,7 @@ migration:
 
 	t.Run("beside a hook Job the support objects are hooks deleted once the hooks ran, and the records are a release object", func(t *testing.T) {
 		for _, tc := range []struct {
-			name, values string
+			name, values  string
 			upgrade, hook bool
 		}{
 			{"embedded database, install (a plain Job)", "", false, false},
