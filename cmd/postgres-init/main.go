@@ -10,6 +10,7 @@ import (
 	"log"
 	"os"
 	"strings"
+	"time"
 )
 
 // Defaults of the settings.
@@ -47,6 +48,8 @@ Environment:
   PGDATA                      data directory (default /var/lib/postgresql/data)
   PG_BINDIR                   directory of initdb and postgres (default /usr/lib/postgresql/15/bin)
   PG_SOCKET_DIR               directory of the Unix socket (default /var/run/postgresql)
+  POSTGRES_START_DELAY        hold the server back this long first (a Go duration; fault injection:
+                              a database that takes long to come up)
 
 Flags (override the environment):
   --bindir DIR       like PG_BINDIR
@@ -63,6 +66,9 @@ Exit codes (only when postgres could not be started; afterwards the exit code is
 type config struct {
 	user, password, db, hostAuth string
 	pgdata, binDir, socketDir    string
+	// startDelay holds the server back before anything starts (fault injection: a database that takes
+	// long to come up).
+	startDelay time.Duration
 	// serverArgs are passed to postgres after the built-in options.
 	serverArgs []string
 }
@@ -80,6 +86,13 @@ func parseConfig(args []string, getenv func(string) string) (config, error) {
 		socketDir: orDefault(getenv("PG_SOCKET_DIR"), defaultSocketDir),
 	}
 	cfg.db = orDefault(getenv("POSTGRES_DB"), cfg.user)
+	if v := getenv("POSTGRES_START_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return cfg, fmt.Errorf("POSTGRES_START_DELAY=%q: want a non-negative Go duration such as 60s", v)
+		}
+		cfg.startDelay = d
+	}
 
 	flags := map[string]*string{"--bindir": &cfg.binDir, "--pgdata": &cfg.pgdata, "--socket-dir": &cfg.socketDir}
 	for len(args) > 0 {
@@ -139,6 +152,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case err != nil:
 		logger.Printf("error: %v", err)
 		return exitUsage
+	}
+	if cfg.startDelay > 0 {
+		logger.Printf("POSTGRES_START_DELAY: holding the server back for %s", cfg.startDelay)
+		time.Sleep(cfg.startDelay)
 	}
 	if err := dropRoot(cfg, logger); err != nil {
 		logger.Printf("error: %v", err)

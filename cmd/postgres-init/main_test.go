@@ -370,11 +370,18 @@ func TestUsageMistakesExitTwoAndHelpDocumentsTheEnvironment(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d\n%s", args, code, exitUsage, stderr.String())
 		}
 	}
+	for _, delay := range []string{"soon", "-1s"} {
+		var stderr bytes.Buffer
+		getenv := func(k string) string { return map[string]string{"POSTGRES_START_DELAY": delay}[k] }
+		if code := run(nil, getenv, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "POSTGRES_START_DELAY") {
+			t.Errorf("POSTGRES_START_DELAY=%s: exit %d, want %d naming the variable\n%s", delay, code, exitUsage, stderr.String())
+		}
+	}
 	var stdout bytes.Buffer
 	if code := run([]string{"--help"}, func(string) string { return "" }, &stdout, io.Discard); code != 0 {
 		t.Errorf("--help: exit %d", code)
 	}
-	for _, name := range []string{"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "POSTGRES_HOST_AUTH_METHOD", "PGDATA", "PG_BINDIR", "PG_SOCKET_DIR", "--bindir"} {
+	for _, name := range []string{"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "POSTGRES_HOST_AUTH_METHOD", "PGDATA", "PG_BINDIR", "PG_SOCKET_DIR", "POSTGRES_START_DELAY", "--bindir"} {
 		if !strings.Contains(stdout.String(), name) {
 			t.Errorf("help lacks %s", name)
 		}

@@ -28,11 +28,11 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 		t.Fatalf("creating namespace %s-*: %v", prefix, err)
 	}
 	t.Cleanup(func() {
-		if os.Getenv("KEEP_CLUSTER") == "1" {
-			return
-		}
 		if labels["pod-security.kubernetes.io/enforce"] == "restricted" {
 			assertNoPodSecurityRejections(t, ns.Name)
+		}
+		if os.Getenv("KEEP_CLUSTER") == "1" {
+			return
 		}
 		if t.Failed() {
 			dumpNamespace(t, ns.Name)

@@ -83,6 +83,9 @@ func setup() error {
 	if err := os.MkdirAll(env.results, 0o755); err != nil {
 		return fmt.Errorf("creating the results folder: %w", err)
 	}
+	if err := startReport(); err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "premigrate-e2e-")
 	if err != nil {
 		return fmt.Errorf("creating a temp folder for the kubeconfig: %w", err)

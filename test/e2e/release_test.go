@@ -121,26 +121,6 @@ func (r *release) appIdentity(ctx context.Context) string {
 	return d.Spec.Template.Annotations["premigrate.io/identity"]
 }
 
-// recordTime is when the records ConfigMap says the migration with identity id completed.
-func (r *release) recordTime(ctx context.Context, id string) (time.Time, bool) {
-	r.t.Helper()
-	cm, err := env.client.CoreV1().ConfigMaps(r.ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
-	if err != nil {
-		return time.Time{}, false
-	}
-	raw, ok := cm.Data[id]
-	if !ok {
-		return time.Time{}, false
-	}
-	var rec struct {
-		CompletedAt time.Time `json:"completedAt"`
-	}
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-		r.t.Fatalf("record %s is not JSON: %q", id, raw)
-	}
-	return rec.CompletedAt, true
-}
-
 // appPods lists the app pods whose template carries identity id.
 func (r *release) appPods(ctx context.Context, id string) []corev1.Pod {
 	r.t.Helper()
@@ -177,17 +157,69 @@ func appStart(p corev1.Pod) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// assertNoPodStartedBeforeMigration checks, from the API's timestamps, that no app pod of identity id started
-// its app container before that identity's migration completed.
-func (r *release) assertNoPodStartedBeforeMigration(ctx context.Context, id string) time.Time {
+// The witness: evidence of "no app pod before its migration" that the gate does not write.
+//   - demo_pod_starts: every demo app process writes, at its first database connection, its pod, its
+//     identity (from the pod's premigrate.io/identity annotation), its version, the schema version it saw,
+//     and when the process started (its own clock).
+//   - demo_migrate_runs: the migration writes, inside the database, when each run started and finished
+//     (the database's clock).
+//   - the API server: when the kubelet started each app container.
+// The gate's records ConfigMap plays no part.
+
+// witnessQuery lists the app processes that broke the promise: a schema older than their version, no
+// finished migration of their identity, or a start before that migration finished.
+const witnessQuery = `select p.pod || ' (v' || p.app_version || ', identity ' || p.identity || ') saw schema ' || p.schema_seen ||
+ ', started ' || to_char(p.process_started_at at time zone 'UTC', 'HH24:MI:SS.MS') || ', its migration finished ' ||
+ coalesce(to_char(r.finished at time zone 'UTC', 'HH24:MI:SS.MS'), 'never')
+from demo_pod_starts p left join (select identity, min(finished_at) as finished from demo_migrate_runs group by identity) r using (identity)
+where p.identity is not null and (p.schema_seen < p.app_version or r.finished is null or p.process_started_at < r.finished)
+order by p.id`
+
+// witnessViolations lists what the witness saw go wrong, one line per app process.
+func (r *release) witnessViolations() []string {
 	r.t.Helper()
-	done, ok := r.recordTime(ctx, id)
-	if !ok {
-		r.t.Fatalf("no success record for identity %s", id)
+	out := r.psql(witnessQuery)
+	if out == "" {
+		return nil
+	}
+	return strings.Split(out, "\n")
+}
+
+// migrationFinished is when the database says the first run of identity id finished.
+func (r *release) migrationFinished(id string) (time.Time, bool) {
+	r.t.Helper()
+	out := r.psql(fmt.Sprintf("select to_char(min(finished_at) at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') from demo_migrate_runs where identity = '%s'", id))
+	if out == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, out)
+	if err != nil {
+		r.t.Fatalf("finished_at of identity %s: %q: %v", id, out, err)
+	}
+	return t, true
+}
+
+// assertWitness checks, from evidence the gate does not write, that no app process ever started before its
+// migration or saw a schema older than its version, and that the app pods of identity id did report their
+// start (an oracle that saw nothing proves nothing). Their containers' start times, from the API server, must
+// not precede the database's finish of the migration either.
+func (r *release) assertWitness(ctx context.Context, id string) {
+	r.t.Helper()
+	for _, v := range r.witnessViolations() {
+		r.t.Errorf("witness: %s", v)
 	}
 	pods := r.appPods(ctx, id)
 	if len(pods) == 0 {
 		r.t.Fatalf("no app pod carries identity %s", id)
+	}
+	var n int
+	waitUntil(r.t, "the app pods of identity "+id+" to report their start to the witness", time.Minute, func(context.Context) (bool, error) {
+		n = r.psqlInt(fmt.Sprintf("select count(distinct pod) from demo_pod_starts where identity = '%s'", id))
+		return n >= len(pods), nil
+	})
+	done, ok := r.migrationFinished(id)
+	if !ok {
+		r.t.Fatalf("the database has no finished migration run of identity %s", id)
 	}
 	for _, p := range pods {
 		started, ok := appStart(p)
@@ -196,11 +228,10 @@ func (r *release) assertNoPodStartedBeforeMigration(ctx context.Context, id stri
 		}
 		// container start times have a resolution of one second
 		if started.Before(done.Truncate(time.Second)) {
-			r.t.Errorf("pod %s started its app container at %s, before migration %s completed at %s",
+			r.t.Errorf("the API server says pod %s started its app container at %s, before the database finished migration %s at %s",
 				p.Name, started.Format(time.RFC3339), id, done.Format(time.RFC3339Nano))
 		}
 	}
-	return done
 }
 
 // loadGen is the demo's load generator running in the cluster against the app's Service.

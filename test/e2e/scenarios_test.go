@@ -9,6 +9,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -89,9 +90,9 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 		{"image": map[string]any{"tag": "v3"}},
 		{"image": map[string]any{"tag": "v4"}},
 		{"image": map[string]any{"tag": "v5"}},
-		// the gate copied by the install-gate init container instead of the image volume: a new Job spec,
-		// so a new identity and a new Job, never a patch
-		{"image": map[string]any{"tag": "v5"}, "gate": map[string]any{"delivery": "initContainer"}},
+		// the gate mounted as an image volume instead of copied by the install-gate init container: a new Job
+		// spec, so a new identity and a new Job, never a patch
+		{"image": map[string]any{"tag": "v5"}, "gate": map[string]any{"delivery": "imageVolume"}},
 	}
 	var last []byte
 	for i, s := range steps {
@@ -110,11 +111,14 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 			}
 			return job.Status.Succeeded == 1, nil
 		})
-		r.assertNoPodStartedBeforeMigration(ctx, id)
+		r.assertWitness(ctx, id)
 		if job := r.migrationJob(ctx, id); job != nil {
-			_, copied := s["gate"]
-			if got := len(job.Spec.Template.Spec.InitContainers) == 1; got != copied {
-				t.Errorf("apply %d: Job %s has %d init containers; the gate should be copied by one: %v", i+1, name, len(job.Spec.Template.Spec.InitContainers), copied)
+			_, mounted := s["gate"]
+			if got := len(job.Spec.Template.Spec.InitContainers) == 0; got != mounted {
+				t.Errorf("apply %d: Job %s has %d init containers; the gate should be an image volume: %v", i+1, name, len(job.Spec.Template.Spec.InitContainers), mounted)
+			}
+			if job.Status.Failed != 0 {
+				t.Errorf("apply %d: Job %s had %d failed pods, want 0", i+1, name, job.Status.Failed)
 			}
 		}
 		res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
@@ -231,61 +235,85 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 
 func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	scenario(t, "gate-rbac", env.helm3)
+	ctx := context.Background()
 	ns := newNamespace(t, "rbac", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
 	r.mustDeploy(baseValues())
-	as := "system:serviceaccount:" + ns + ":" + r.fullname()
+	r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+	job := "jobs.batch/" + r.fullname() + "-migrate"
 	records := "configmaps/" + r.fullname() + "-migrations"
-	cases := []struct {
-		verb, resource string
-		allowed        bool
-	}{
-		{"get", "jobs.batch", true},
-		{"list", "jobs.batch", true},
-		{"watch", "jobs.batch", true},
-		{"get", records, true},
-		{"watch", records, true},
-		{"create", "jobs.batch", false},
-		{"delete", "jobs.batch", false},
-		{"update", "jobs.batch", false},
-		{"update", records, false},
-		{"delete", records, false},
-		{"get", "configmaps/other", false},
-		{"list", "configmaps", false},
-		{"get", "secrets", false},
-		{"list", "pods", false},
-		{"get", "pods/log", false},
-		{"create", "pods", false},
+	type check struct {
+		verb, resource, subresource string
+		want                        string
 	}
-	for _, c := range cases {
-		out, _ := runTool(env.kubectl, "auth", "can-i", c.verb, c.resource, "-n", ns, "--as", as)
-		got := strings.TrimSpace(out) == "yes"
-		if got != c.allowed {
-			t.Errorf("gate may %s %s: got %v (%q), want %v", c.verb, c.resource, got, strings.TrimSpace(out), c.allowed)
+	canI := func(as string, cases []check) {
+		t.Helper()
+		for _, c := range cases {
+			args := []string{"auth", "can-i", c.verb, c.resource, "-n", ns, "--as", as}
+			if c.subresource != "" {
+				args = append(args, "--subresource", c.subresource)
+			}
+			out, _ := runStdout(env.kubectl, args...)
+			if got := strings.TrimSpace(out); got != c.want {
+				t.Errorf("%s may %s %s %s: kubectl auth can-i answered %q, want %q", as, c.verb, c.resource, c.subresource, got, c.want)
+			}
 		}
 	}
-	// the recorder's ServiceAccount may update its one ConfigMap and nothing else
-	rec := "system:serviceaccount:" + ns + ":" + r.fullname() + "-migrate"
-	for _, c := range []struct {
-		verb, resource string
-		allowed        bool
-	}{
-		{"get", records, true}, {"update", records, true}, {"update", "configmaps/other", false},
-		{"create", "configmaps", false}, {"get", "secrets", false}, {"get", "jobs.batch", false},
-	} {
-		out, _ := runTool(env.kubectl, "auth", "can-i", c.verb, c.resource, "-n", ns, "--as", rec)
-		if got := strings.TrimSpace(out) == "yes"; got != c.allowed {
-			t.Errorf("recorder may %s %s: got %v, want %v", c.verb, c.resource, got, c.allowed)
+	// the app pods' gate: its migration Job and the records ConfigMap, read-only, by name
+	canI("system:serviceaccount:"+ns+":"+r.fullname(), []check{
+		{"get", job, "", "yes"}, {"list", job, "", "yes"}, {"watch", job, "", "yes"},
+		{"get", records, "", "yes"}, {"list", records, "", "yes"}, {"watch", records, "", "yes"},
+		{"get", "jobs.batch/other", "", "no"}, {"list", "jobs.batch", "", "no"}, {"watch", "jobs.batch", "", "no"},
+		{"create", "jobs.batch", "", "no"}, {"delete", job, "", "no"}, {"update", job, "", "no"}, {"patch", job, "", "no"},
+		{"update", records, "", "no"}, {"delete", records, "", "no"}, {"get", "configmaps/other", "", "no"},
+		{"list", "configmaps", "", "no"}, {"get", "secrets", "", "no"}, {"list", "pods", "", "no"},
+		{"get", "pods", "log", "no"}, {"create", "pods", "", "no"},
+	})
+	// the migration's ServiceAccount exists only while the hooks run (hook-succeeded): bound to nothing now
+	if _, err := env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the migration's ServiceAccount outlived the hooks (err %v)", err)
+	}
+	// its Role, as the job-mode release renders it: the records ConfigMap by name, create (which RBAC cannot
+	// limit to a name), nothing else
+	jr := newRelease(t, ns, "jobs", env.helm3)
+	jr.mustDeploy(merged(baseValues(), map[string]any{"migration": map[string]any{"mode": "job"},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "rbac-test-password"}}}))
+	jrecords := "configmaps/" + jr.fullname() + "-migrations"
+	canI("system:serviceaccount:"+ns+":"+jr.fullname()+"-migrate", []check{
+		{"get", jrecords, "", "yes"}, {"update", jrecords, "", "yes"}, {"create", "configmaps", "", "yes"},
+		{"update", "configmaps/other", "", "no"}, {"get", "configmaps/other", "", "no"}, {"delete", jrecords, "", "no"},
+		{"get", "secrets", "", "no"}, {"get", "jobs.batch", "", "no"}, {"patch", "jobs.batch", "", "no"},
+		{"get", "pods", "log", "no"},
+	})
+	// never the namespace's default ServiceAccount
+	canI("system:serviceaccount:"+ns+":default", []check{{"get", job, "", "no"}, {"get", records, "", "no"}})
+	// the token is in the gate's container only: the admitted pods, as the API server stores them
+	for _, p := range r.appPods(ctx, r.appIdentity(ctx)) {
+		for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
+			var tokenAt []string
+			for _, m := range c.VolumeMounts {
+				if strings.HasPrefix(m.MountPath, "/var/run/secrets") {
+					tokenAt = append(tokenAt, m.Name+" at "+m.MountPath)
+				}
+			}
+			if want := c.Name == "wait-for-migration"; (len(tokenAt) > 0) != want {
+				t.Errorf("pod %s container %s mounts %v under /var/run/secrets; want a token only in wait-for-migration", p.Name, c.Name, tokenAt)
+			}
 		}
 	}
 }
 
 func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	res := scenario(t, "rollback", env.helm3)
+	ctx := context.Background()
 	ns := newNamespace(t, "rollback", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
-	r.mustDeploy(baseValues())
-	r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+	// the demo refuses a database newer than itself, like most migration tools: re-running revision 1's
+	// migration on the v2 schema would fail
+	base := merged(baseValues(), map[string]any{"env": []any{envVar("DEMO_REFUSE_NEWER_SCHEMA", "true")}})
+	r.mustDeploy(base)
+	firstID := r.appIdentity(ctx)
+	r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	load := startLoad(t, ns, r.fullname())
 	start := time.Now()
 	out := mustRun(t, env.helm3, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
@@ -294,15 +322,40 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 		t.Errorf("rollback reported a conflict:\n%s", out)
 	}
 	r.rolledOut(2 * time.Minute)
+	if got := r.appIdentity(ctx); got != firstID {
+		t.Errorf("after the rollback the Deployment has identity %s, want revision 1's %s", got, firstID)
+	}
+	// revision 1 (the install with the embedded database) has a plain Job: the rollback creates it again,
+	// and it must skip the recorded migration instead of running v1's against the v2 schema
+	installJob := r.fullname() + "-migrate-" + firstID
+	waitUntil(t, "Job "+installJob+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, installJob, metav1.GetOptions{})
+		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
+	})
+	if j := r.job(ctx, installJob); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+		t.Errorf("re-created Job %s: %d succeeded, %d failed pods, want 1 and 0", installJob, j.Status.Succeeded, j.Status.Failed)
+	}
+	if log := r.jobLog(installJob); !strings.Contains(log, "already recorded") {
+		t.Errorf("the re-created install Job did not skip the recorded migration:\n%s", log)
+	}
 	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
 		t.Errorf("schema at version %d after the rollback, want 2 (migrations are not undone)", v)
 	}
+	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 2 {
+		t.Errorf("%d migration runs after the rollback, want 2", got)
+	}
+	r.assertWitness(ctx, firstID)
 	// roll forward again: the v1 pods run on schema 2 (their own plus one), the hook finds nothing to apply
-	_, d := r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{envVar("GREETING", "again")}}))
+	_, d := r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{
+		envVar("DEMO_REFUSE_NEWER_SCHEMA", "true"), envVar("GREETING", "again")}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 3
+	r.assertWitness(ctx, r.appIdentity(ctx))
 	rep := load.stop()
 	res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
+	if rep.Sent == 0 {
+		t.Errorf("the load generator sent nothing across the rollback")
+	}
 	if rep.Failed != 0 {
 		t.Errorf("%d of %d requests failed across the rollback: %v", rep.Failed, rep.Sent, rep.Errors)
 	}

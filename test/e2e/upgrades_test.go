@@ -57,9 +57,7 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load
-			start := time.Now()
-			res := scenarioResult{Scenario: "upgrades-" + h.name, Helm: toolName(h.bin)}
-			defer func() { res.Result = resultOf(t.Failed()); res.WallSec = time.Since(start).Seconds(); addResult(res) }()
+			res := scenario(t, "upgrades-"+h.name, h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 			r := newRelease(t, ns, "app", h.bin)
@@ -67,7 +65,7 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 			_, d := r.mustDeploy(baseValues())
 			t.Logf("install (%s --wait) took %s", h.name, d.Round(time.Millisecond))
 			id := r.appIdentity(ctx)
-			r.assertNoPodStartedBeforeMigration(ctx, id)
+			r.assertWitness(ctx, id)
 			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 1 {
 				t.Fatalf("after install the migration ran %d times, want 1", got)
 			}
@@ -88,12 +86,16 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 				if j == nil || j.Status.Succeeded != 1 {
 					t.Fatalf("upgrade %d (%s): no succeeded migration Job for identity %s", i+1, step.what, id)
 				}
-				// on Kubernetes 1.37 the default gate.delivery mounts the gate image: no init container
-				if spec := j.Spec.Template.Spec; len(spec.InitContainers) != 0 || len(spec.Volumes) != 1 || spec.Volumes[0].Image == nil {
-					t.Errorf("upgrade %d (%s): the migration Job's pod has init containers %d and volumes %+v, want the gate image as its only volume",
+				// the default gate.delivery copies the gate with the install-gate init container through an emptyDir
+				if spec := j.Spec.Template.Spec; len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "install-gate" ||
+					len(spec.Volumes) != 1 || spec.Volumes[0].EmptyDir == nil {
+					t.Errorf("upgrade %d (%s): the migration Job's pod has init containers %d and volumes %+v, want install-gate and an emptyDir",
 						i+1, step.what, len(spec.InitContainers), spec.Volumes)
 				}
-				r.assertNoPodStartedBeforeMigration(ctx, id)
+				if j.Status.Failed != 0 {
+					t.Errorf("upgrade %d (%s): the migration Job had %d failed pods, want 0", i+1, step.what, j.Status.Failed)
+				}
+				r.assertWitness(ctx, id)
 				runs++
 				if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
 					t.Errorf("upgrade %d (%s): %d migration runs in all, want %d (exactly one per upgrade)", i+1, step.what, got, runs)

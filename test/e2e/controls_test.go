@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Negative controls: the protection removed, the same oracle. The witness (the app's own record of its start
+// and the schema it saw, the migration's own record in the database) must report the violation; if it did
+// not, the scenarios that pass on it would prove nothing.
+func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
+	slow := []any{envVar("DEMO_MIGRATION_DELAY", "8s")}
+	cases := []struct {
+		name   string
+		helm   bool // helm install; else helm template | kubectl apply
+		values map[string]any
+	}{
+		{
+			name: "job mode without the gate: the pods race the Job",
+			values: map[string]any{
+				"migration":  map[string]any{"mode": "job", "env": slow},
+				"gate":       map[string]any{"mode": "none"},
+				"postgresql": map[string]any{"auth": map[string]any{"password": "control-password"}},
+			},
+		},
+		{
+			name: "a gate that always lets go",
+			helm: true,
+			values: map[string]any{
+				"migration": map[string]any{"env": slow},
+				// the command-mode gate running `demo help`, which exits 0 at once whatever the schema
+				"gate": map[string]any{"mode": "command", "args": []any{"help"}},
+			},
+		},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			res := scenario(t, fmt.Sprintf("control-%d", i+1), env.kubectl)
+			ctx := context.Background()
+			ns := newNamespace(t, fmt.Sprintf("control%d", i+1), restricted)
+			values := merged(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}), c.values)
+			r := newRelease(t, ns, "app", "")
+			start := time.Now()
+			if c.helm {
+				r.helm = env.helm3
+				res.Helm = "helm3"
+				r.mustDeploy(values)
+			} else {
+				r.apply(r.template(values))
+				r.rolledOut(4 * time.Minute)
+			}
+			id := r.appIdentity(ctx)
+			waitUntil(t, "the migration of "+id+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+				_, ok := r.migrationFinished(id)
+				return ok, nil
+			})
+			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+			violations := r.witnessViolations()
+			res.Numbers["violationsCaught"] = float64(len(violations))
+			if len(violations) == 0 {
+				t.Fatalf("the protection was removed, yet the witness saw no pod start before its migration: the oracle is blind")
+			}
+			t.Logf("caught, as it must be:\n  %s", strings.Join(violations, "\n  "))
+		})
+	}
+}

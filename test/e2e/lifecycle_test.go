@@ -1,0 +1,408 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// helmCLIs are the Helm CLIs every lifecycle scenario runs under.
+func helmCLIs() []struct{ name, bin string } {
+	return []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}}
+}
+
+// uninstall runs `helm uninstall --wait`.
+func (r *release) uninstall() {
+	r.t.Helper()
+	mustRun(r.t, r.helm, "uninstall", r.name, "-n", r.ns, "--wait", "--timeout", "2m")
+}
+
+// leftovers lists what is left in the namespace besides what Kubernetes puts there itself and the names in
+// keep (kind/name).
+func leftovers(ctx context.Context, t *testing.T, ns string, keep map[string]bool) []string {
+	t.Helper()
+	var out []string
+	add := func(kind, name string) {
+		if !keep[kind+"/"+name] {
+			out = append(out, kind+"/"+name)
+		}
+	}
+	c := env.client
+	opts := metav1.ListOptions{}
+	if l, err := c.BatchV1().Jobs(ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			add("Job", o.Name)
+		}
+	}
+	if l, err := c.CoreV1().Pods(ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			add("Pod", o.Name)
+		}
+	}
+	if l, err := c.CoreV1().ConfigMaps(ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			if o.Name != "kube-root-ca.crt" {
+				add("ConfigMap", o.Name)
+			}
+		}
+	}
+	if l, err := c.CoreV1().Secrets(ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			if !strings.HasPrefix(o.Name, "sh.helm.release.") {
+				add("Secret", o.Name)
+			}
+		}
+	}
+	if l, err := c.CoreV1().ServiceAccounts(ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			if o.Name != "default" {
+				add("ServiceAccount", o.Name)
+			}
+		}
+	}
+	if l, err := c.RbacV1().Roles(ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			add("Role", o.Name)
+		}
+	}
+	if l, err := c.RbacV1().RoleBindings(ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			add("RoleBinding", o.Name)
+		}
+	}
+	if l, err := c.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			add("PersistentVolumeClaim", o.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// assertNothingLeftAfterUninstall waits for the garbage collector, then fails on anything of the release
+// left in the namespace besides keep.
+func assertNothingLeftAfterUninstall(t *testing.T, ns string, keep map[string]bool) {
+	t.Helper()
+	var left []string
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for {
+		left = leftovers(ctx, t, ns, keep)
+		if len(left) == 0 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if len(left) > 0 {
+		t.Errorf("helm uninstall left %s behind (only %v may stay)", strings.Join(left, ", "), keep)
+	}
+}
+
+// staleJob creates a Complete Job named name that carries the release's migration labels and identity id:
+// what an uninstall with --no-hooks, or an earlier chart, leaves behind.
+func staleJob(ctx context.Context, t *testing.T, r *release, name, id string) {
+	t.Helper()
+	labels := map[string]string{
+		"app.kubernetes.io/instance":  r.name,
+		"app.kubernetes.io/component": "migration",
+		"premigrate.io/identity":      id,
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: restrictedPod(corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "stale", Image: "premigrate/gate:0.1.0", Args: []string{"version"}}},
+				}),
+			},
+		},
+	}
+	job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
+	if _, err := env.client.BatchV1().Jobs(r.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the stale Job %s: %v", name, err)
+	}
+	waitUntil(t, "the stale Job "+name+" to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && j.Status.Succeeded == 1, err
+	})
+}
+
+// jobLog is the migrate container's log of the Job called name.
+func (r *release) jobLog(name string) string {
+	r.t.Helper()
+	out, err := runStdout(env.kubectl, "logs", "-n", r.ns, "job/"+name, "-c", "migrate")
+	if err != nil {
+		r.t.Fatalf("reading the log of Job %s: %v", name, err)
+	}
+	return out
+}
+
+// job reads the Job called name.
+func (r *release) job(ctx context.Context, name string) *batchv1.Job {
+	r.t.Helper()
+	j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		r.t.Fatalf("getting Job %s: %v", name, err)
+	}
+	return j
+}
+
+// Issue: a reinstall after an uninstall (same values, so the same identity) must wait for its own migration on
+// its new database, never for what the earlier install left behind.
+func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *testing.T) {
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			res := scenario(t, "reinstall-"+h.name, h.bin)
+			ctx := context.Background()
+			ns := newNamespace(t, "reinst-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			values := merged(baseValues(), map[string]any{
+				"image":      map[string]any{"tag": "v2"},
+				"postgresql": map[string]any{"persistence": map[string]any{"enabled": false}},
+				// slow migrations: a gate that trusted old evidence would let the pods start long before them
+				"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "4s")}},
+			})
+			r.mustDeploy(values)
+			upgraded := merged(values, map[string]any{"env": []any{envVar("GREETING", "again")}})
+			_, d := r.mustDeploy(upgraded)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			id := r.appIdentity(ctx)
+			if j := r.job(ctx, r.fullname()+"-migrate"); j.Labels["premigrate.io/identity"] != id || j.Status.Succeeded != 1 {
+				t.Fatalf("the upgrade's hook Job has identity %q and %d succeeded pods, want %s and 1", j.Labels["premigrate.io/identity"], j.Status.Succeeded, id)
+			}
+
+			r.uninstall()
+			assertNothingLeftAfterUninstall(t, ns, nil)
+
+			// A Complete Job of this identity under the hook Job's name, as `helm uninstall --no-hooks` or an
+			// earlier chart leaves it: the reinstall's pods must not take it for their migration.
+			staleJob(ctx, t, r, r.fullname()+"-migrate", id)
+			_, d = r.mustDeploy(upgraded)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades = 1
+			if got := r.appIdentity(ctx); got != id {
+				t.Fatalf("the reinstall has identity %s, want the upgrade's %s (same values)", got, id)
+			}
+			r.assertWitness(ctx, id)
+			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 1 {
+				t.Errorf("the new database saw %d migration runs, want 1", got)
+			}
+		})
+	}
+}
+
+// Issue: migrations enabled on a release installed without them, and a records ConfigMap deleted by hand,
+// both end in a working upgrade; the ConfigMap the gate creates is adopted by Helm and goes with the release.
+func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgrade(t *testing.T) {
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			res := scenario(t, "enable-later-"+h.name, h.bin)
+			ctx := context.Background()
+			ns := newNamespace(t, "later-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			// without migrations the demo never becomes ready on its empty database: no readiness probe
+			r.mustDeploy(merged(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": nil}))
+			records := r.fullname() + "-migrations"
+			if _, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("ConfigMap %s exists without migrations (err %v)", records, err)
+			}
+
+			_, d := r.mustDeploy(baseValues())
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			id := r.appIdentity(ctx)
+			r.assertWitness(ctx, id)
+			cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("the records ConfigMap was not created: %v", err)
+			}
+			if _, ok := cm.Data[id]; !ok || cm.Annotations["meta.helm.sh/release-name"] != r.name {
+				t.Errorf("records ConfigMap data %v annotations %v: want the record of %s and Helm's ownership", cm.Data, cm.Annotations, id)
+			}
+			if manifest := mustRun(t, h.bin, "get", "manifest", r.name, "-n", ns); !strings.Contains(manifest, "name: "+records) {
+				t.Errorf("the release's manifest does not hold ConfigMap %s: Helm did not adopt it", records)
+			}
+
+			if err := env.client.CoreV1().ConfigMaps(ns).Delete(ctx, records, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			_, d = r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades = 2
+			id = r.appIdentity(ctx)
+			r.assertWitness(ctx, id)
+			cm, err = env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("the records ConfigMap deleted by hand was not created again: %v", err)
+			}
+			if _, ok := cm.Data[id]; !ok {
+				t.Errorf("records %v lack identity %s", cm.Data, id)
+			}
+			if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+				t.Errorf("schema at version %d, want 2", v)
+			}
+			r.uninstall()
+			pvc := "PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0"
+			assertNothingLeftAfterUninstall(t, ns, map[string]bool{pvc: true, "Secret/" + r.fullname() + "-postgresql": true})
+		})
+	}
+}
+
+// Issue: a rollback in job mode (Helm) re-creates the old identity's Job; the old migration must not run
+// against the newer schema. The demo refuses a database newer than itself (as Alembic or golang-migrate do),
+// so only the skip keeps the rollback healthy; the negative control shows the refusal is real.
+func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			res := scenario(t, "job-mode-rollback-"+h.name, h.bin)
+			ctx := context.Background()
+			ns := newNamespace(t, "jrb-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			base := merged(baseValues(), map[string]any{
+				"migration":  map[string]any{"mode": "job", "backoffLimit": 1},
+				"postgresql": map[string]any{"auth": map[string]any{"password": "rollback-test-password"}},
+				"env":        []any{envVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
+			})
+			r.mustDeploy(base)
+			oldID := r.appIdentity(ctx)
+			_, d := r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			oldJob := r.fullname() + "-migrate-" + oldID
+			if _, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("the upgrade kept the old identity's Job %s (err %v): the rollback would not re-create it", oldJob, err)
+			}
+
+			start := time.Now()
+			mustRun(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+			res.Upgrades = 2
+			r.rolledOut(2 * time.Minute)
+			if got := r.appIdentity(ctx); got != oldID {
+				t.Fatalf("after the rollback the Deployment has identity %s, want the first revision's %s", got, oldID)
+			}
+			waitUntil(t, "the re-created Job "+oldJob+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				j, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
+				return err == nil && (j.Status.Succeeded == 1 || j.Status.Failed > 1), nil
+			})
+			if j := r.job(ctx, oldJob); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+				t.Errorf("re-created Job %s: %d succeeded, %d failed pods, want 1 and 0", oldJob, j.Status.Succeeded, j.Status.Failed)
+			}
+			if log := r.jobLog(oldJob); !strings.Contains(log, "already recorded") || strings.Contains(log, "migrate:") {
+				t.Errorf("the re-created Job ran the migration instead of skipping it:\n%s", log)
+			}
+			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 2 {
+				t.Errorf("%d migration runs after the rollback, want 2 (install and upgrade only)", got)
+			}
+			if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+				t.Errorf("schema at version %d after the rollback, want 2", v)
+			}
+			r.assertWitness(ctx, oldID)
+
+			// Negative control: without the record, the same re-created Job runs the v1 migration, which the
+			// demo refuses on the v2 schema.
+			mustRun(t, env.kubectl, "patch", "configmap", r.fullname()+"-migrations", "-n", ns, "--type", "json",
+				"-p", fmt.Sprintf(`[{"op":"remove","path":"/data/%s"}]`, oldID))
+			if err := env.client.BatchV1().Jobs(ns).Delete(ctx, oldJob, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, "Job "+oldJob+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+				_, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+			mustRun(t, h.bin, "rollback", r.name, "1", "-n", ns, "--timeout", "2m")
+			waitUntil(t, "the unrecorded Job "+oldJob+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
+				j, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
+				return err == nil && jobFailed(j), nil
+			})
+			if log := r.jobLog(oldJob); !strings.Contains(log, "is newer than this migration's target") {
+				t.Errorf("the control's Job failed without the demo's refusal:\n%s", log)
+			}
+		})
+	}
+}
+
+func jobFailed(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// Issue: a GitOps revert after the old Job's TTL removed it re-creates that Job; it must not run again.
+func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
+	res := scenario(t, "gitops-revert-ttl", env.kubectl)
+	ctx := context.Background()
+	ns := newNamespace(t, "revert", restricted)
+	r := newRelease(t, ns, "app", "")
+	base := merged(baseValues(), map[string]any{
+		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 3},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "revert-test-password"}},
+		"env":        []any{envVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
+	})
+	v1 := r.template(base)
+	r.apply(v1)
+	r.rolledOut(4 * time.Minute)
+	oldID := r.appIdentity(ctx)
+	r.apply(r.template(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}})))
+	r.rolledOut(4 * time.Minute)
+	oldJob := r.fullname() + "-migrate-" + oldID
+	waitUntil(t, "the TTL controller to delete "+oldJob, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	start := time.Now()
+	r.apply(v1) // the revert: the first rendering again
+	r.rolledOut(4 * time.Minute)
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	res.Upgrades = 2
+	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 2 {
+		t.Errorf("%d migration runs after the revert, want 2", got)
+	}
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+		t.Errorf("schema at version %d after the revert, want 2", v)
+	}
+	r.assertWitness(ctx, oldID)
+}
+
+// Issue: the first install with the embedded database waits for PostgreSQL, whatever the migration's own
+// retry: a migration that gives up after 1 s still succeeds when PostgreSQL takes 60 s to come up.
+func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing.T) {
+	res := scenario(t, "slow-database", env.helm4)
+	ctx := context.Background()
+	ns := newNamespace(t, "slowdb", restricted)
+	r := newRelease(t, ns, "app", env.helm4)
+	_, d := r.mustDeploy(merged(baseValues(), map[string]any{
+		"postgresql": map[string]any{"env": []any{envVar("POSTGRES_START_DELAY", "60s")}},
+		"migration": map[string]any{"backoffLimit": 0,
+			"env": []any{envVar("MIGRATE_CONNECT_TIMEOUT", "1s")}},
+	}))
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	id := r.appIdentity(ctx)
+	name := r.fullname() + "-migrate-" + id
+	if j := r.job(ctx, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+		t.Errorf("Job %s: %d succeeded, %d failed pods, want 1 and 0", name, j.Status.Succeeded, j.Status.Failed)
+	}
+	if log := r.jobLog(name); !strings.Contains(log, "waiting for PostgreSQL at") {
+		t.Errorf("the migration's log does not show the wait for PostgreSQL:\n%s", log)
+	}
+	if d < 55*time.Second {
+		t.Errorf("the install took %s although PostgreSQL was held back 60 s: the delay did not apply", d)
+	}
+	r.assertWitness(ctx, id)
+}
