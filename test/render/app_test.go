@@ -284,6 +284,44 @@ database: {existingSecret: prod-db, existingSecretKey: dsn, urlEnvName: PG_URL}
 			t.Errorf("job name %q", n)
 		}
 	})
+
+	t.Run("two long release names that share their first 40 characters never share a resource name", func(t *testing.T) {
+		deploymentName := func(release string) string {
+			for _, o := range render(t, renderOptions{release: release}).objects {
+				if o.kind == "Deployment" {
+					return o.name()
+				}
+			}
+			t.Fatalf("release %s renders no Deployment", release)
+			return ""
+		}
+		prefix := strings.Repeat("payments-europe-", 3) // 48 characters
+		a, b := deploymentName(prefix+"blue"), deploymentName(prefix+"green")
+		if a == b || len(a) > 40 || len(b) > 40 {
+			t.Errorf("fullnames %q and %q: want two different names of at most 40 characters", a, b)
+		}
+		if short := deploymentName("shop"); short != "shop-premigrate" {
+			t.Errorf("a short release name became %q, want it untouched", short)
+		}
+	})
+
+	t.Run("the rollout's progress deadline outlasts the migration's own deadline", func(t *testing.T) {
+		for _, c := range []struct {
+			values string
+			want   int32
+		}{
+			{"", 1020},
+			{"migration: {activeDeadlineSeconds: 3600}", 3720},
+			{"migration: {activeDeadlineSeconds: 60}", 600},
+			{"gate: {mode: none}", 600},
+			{"progressDeadlineSeconds: 2000", 2000},
+		} {
+			d := render(t, renderOptions{values: c.values}).deployment(t)
+			if d.Spec.ProgressDeadlineSeconds == nil || *d.Spec.ProgressDeadlineSeconds != c.want {
+				t.Errorf("values %q: progressDeadlineSeconds %v, want %d", c.values, d.Spec.ProgressDeadlineSeconds, c.want)
+			}
+		}
+	})
 }
 
 func selects(selector, labels map[string]string) bool {

@@ -58,6 +58,21 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"an invalid name override", "nameOverride: Bad_Name", "nameOverride"},
 		{"tests.enabled given as a string", `tests: {enabled: "true"}`, "tests.enabled"},
 		{"a probe given as a string", `readinessProbe: "/readyz"`, "readinessProbe"},
+		{"an env value given as a number", "env: [{name: WORKERS, value: 1}]", "env.0.value"},
+		{"an env value given as a boolean", "migration: {env: [{name: DRY_RUN, value: true}]}", "migration.env.0.value"},
+		{"an env entry with a value and a valueFrom", "env: [{name: A, value: x, valueFrom: {fieldRef: {fieldPath: metadata.name}}}]", "env.0"},
+		{"an unknown env entry key", "env: [{name: A, val: x}]", "env.0.val"},
+		{"a PostgreSQL env value given as a number", "postgresql: {env: [{name: A, value: 2}]}", "postgresql.env.0.value"},
+		{"a cpu request that is no quantity", "resources: {requests: {cpu: lots}}", "resources.requests.cpu"},
+		{"a memory limit with a bad unit", "migration: {resources: {limits: {memory: 64MB}}}", "migration.resources.limits.memory"},
+		{"a misspelt resources key", "gate: {resources: {limit: {memory: 32Mi}}}", "gate.resources.limit"},
+		{"an unknown strategy type", "strategy: {type: BlueGreen}", "strategy.type"},
+		{"Recreate with rollingUpdate", "strategy: {type: Recreate, rollingUpdate: {maxSurge: 1}}", "strategy"},
+		{"a maxSurge that is no percentage", "strategy: {rollingUpdate: {maxSurge: half}}", "strategy.rollingUpdate.maxSurge"},
+		{"maxSurge and maxUnavailable both 0", "strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 0}}", "strategy.rollingUpdate.maxSurge"},
+		{"job mode with a generated password", "migration: {mode: job}", "postgresql.auth.password"},
+		{"the gate on the namespace's default ServiceAccount", "serviceAccount: {create: false}", "gate.mode"},
+		{"a progress deadline below the migration's", "progressDeadlineSeconds: 300", "progressDeadlineSeconds"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, upgrade := range []bool{false, true} {
