@@ -31,6 +31,29 @@ func ParseMetadata(s string) (*Metadata, error) {
 	return &m, nil
 }
 
+// carriedBy reports whether cm has every label and annotation of m.
+func (m *Metadata) carriedBy(cm *corev1.ConfigMap) bool {
+	for k, v := range m.Labels {
+		if cm.Labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range m.Annotations {
+		if cm.Annotations[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func merge(into, from map[string]string) map[string]string {
+	if into == nil {
+		into = map[string]string{}
+	}
+	maps.Copy(into, from)
+	return into
+}
+
 func (m *Metadata) configMap(name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name:        name,
@@ -41,11 +64,24 @@ func (m *Metadata) configMap(name string) *corev1.ConfigMap {
 
 // Ensure returns the records ConfigMap called name, creating it empty with
 // m's metadata when it does not exist (m nil: a missing ConfigMap is
-// returned as nil, with no error).
+// returned as nil, with no error). An existing ConfigMap that lacks m's
+// labels or annotations gets them, its data untouched: one created by hand,
+// or the pre-install hook of a chart before 0.2.0, which Helm would
+// otherwise refuse to adopt as the release object it now is.
 func Ensure(ctx context.Context, client ConfigMapClient, name string, m *Metadata) (cm *corev1.ConfigMap, created bool, err error) {
 	cm, err = client.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
+		if m == nil || m.carriedBy(cm) {
+			return cm, false, nil
+		}
+		updated := cm.DeepCopy()
+		updated.Labels = merge(updated.Labels, m.Labels)
+		updated.Annotations = merge(updated.Annotations, m.Annotations)
+		cm, err = client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err != nil {
+			return nil, false, fmt.Errorf("give ConfigMap %s the release's metadata: %w", name, err)
+		}
 		return cm, false, nil
 	case !apierrors.IsNotFound(err):
 		return nil, false, fmt.Errorf("get ConfigMap %s: %w", name, err)

@@ -36,11 +36,29 @@ func TestWriteCreatesAMissingConfigMapWithTheChartsMetadataAndTheRecord(t *testi
 	}
 }
 
-func TestEnsureReturnsTheExistingConfigMapUntouched(t *testing.T) {
-	cs := fake.NewClientset(configMap(map[string]string{"abc": "x"}))
+func TestEnsureGivesAnExistingConfigMapTheReleasesMetadataAndKeepsItsRecords(t *testing.T) {
+	old := configMap(map[string]string{"abc": "x"})
+	old.Annotations = map[string]string{"helm.sh/hook": "pre-install"} // as a chart before 0.2.0 made it
+	cs := fake.NewClientset(old)
 	cm, created, err := record.Ensure(context.Background(), cs.CoreV1().ConfigMaps(ns), name, helmOwned)
 	if err != nil || created || cm.Data["abc"] != "x" {
 		t.Fatalf("Ensure = %+v, created %v, %v", cm, created, err)
+	}
+	got, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations["meta.helm.sh/release-name"] != "shop" || got.Labels["app.kubernetes.io/managed-by"] != "Helm" || got.Data["abc"] != "x" {
+		t.Errorf("ConfigMap after Ensure: labels %v annotations %v data %v", got.Labels, got.Annotations, got.Data)
+	}
+	before := len(cs.Actions())
+	if _, _, err := record.Ensure(context.Background(), cs.CoreV1().ConfigMaps(ns), name, helmOwned); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cs.Actions()[before:] {
+		if a.GetVerb() != "get" {
+			t.Errorf("a second Ensure did %s: a ConfigMap with the metadata is left alone", a.GetVerb())
+		}
 	}
 }
 
