@@ -5,8 +5,10 @@
 #   premigrate/demo:v1..v7, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
 #   premigrate/postgres:15               Debian bookworm's PostgreSQL 15 with the official image's interface
 #   premigrate/bench-poller:dev          kubectl polling every 2 s: the baseline of make bench
+#   premigrate/gate, premigrate/demo at the previous release's appVersion (hack/previous-release)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT=$PREMIGRATE_CACHE/images; mkdir -p "$OUT"
+rm -f "$OUT"/*.tar # an archive of an earlier appVersion would load a stale tag
 W=$PREMIGRATE_CACHE/build/images; rm -rf "$W"; mkdir -p "$W"
 APP_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/charts/premigrate/Chart.yaml" 2>/dev/null || true)
 APP_VERSION=${APP_VERSION:-0.1.0}
@@ -70,5 +72,27 @@ mk -o "$OUT/postgres.tar" -tag premigrate/postgres:15 -dir "$B:/" -layer x -dir 
   -entrypoint /usr/local/bin/postgres-init -user 999:999 -stop-signal SIGINT \
   -env "PATH=/usr/local/bin:$PG/bin:/usr/bin:/bin" -env PGDATA=/var/lib/postgresql/data -env LANG=C.UTF-8
 say "image premigrate/postgres:15"
+
+# The previous chart release's gate and demo images, under its appVersion's tags, built from its own
+# sources (hack/previous-release): the cluster tests upgrade a release of that chart to this one.
+prev_version=$(sed -n 's/^version=//p' "$HACK_DIR/previous-release")
+prev_commit=$(sed -n 's/^commit=//p' "$HACK_DIR/previous-release")
+if [ "$prev_version" = "$APP_VERSION" ]; then
+  echo "error: hack/previous-release names $prev_version, the appVersion of this chart: bump one of them" >&2; exit 1
+fi
+if ! git -C "$REPO_ROOT" cat-file -e "$prev_commit^{commit}" 2>/dev/null; then
+  echo "error: the previous release's commit $prev_commit (hack/previous-release) is not in this clone's history (a shallow clone? fetch it: git fetch --unshallow)" >&2
+  exit 1
+fi
+PV=$W/previous; mkdir -p "$PV/src"
+git -C "$REPO_ROOT" archive "$prev_commit" go.mod go.sum cmd internal | tar -x -C "$PV/src"
+for c in gate demo; do
+  (cd "$PV/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$prev_version" -o "$PV/$c" "./cmd/$c")
+done
+mk -o "$OUT/previous-gate.tar" -tag "premigrate/gate:$prev_version" -dir "$B:/" -layer x -file "$PV/gate:/gate" \
+  -entrypoint /gate -user 65532:65532 -env "$PATH_ENV"
+mk -o "$OUT/previous-demo.tar" -tag "premigrate/demo:$prev_version" -dir "$B:/" -layer x -file "$PV/demo:/demo" \
+  -entrypoint /demo -user 65532:65532 -env "$PATH_ENV" -env "DEMO_VERSION=1"
+say "images premigrate/gate:$prev_version and premigrate/demo:$prev_version (the previous release, ${prev_commit:0:12})"
 rm -rf "$W"
 ls -la "$OUT"

@@ -157,8 +157,8 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 	for i := 0; i < runs; i++ {
 		id := fmt.Sprintf("bench-%02d", i)
 		jobName := "mig-" + id
-		gated := benchPod("gated-"+id, id, corev1.Container{Image: "premigrate/gate:0.1.0", Args: []string{"wait",
-			"--identity", id, "--records", "bench-migrations", "--selector", "premigrate.io/identity=" + id, "--timeout", "5m"}})
+		gated := benchPod("gated-"+id, id, corev1.Container{Image: "premigrate/gate:0.2.0", Args: []string{"wait",
+			"--identity", id, "--records", "bench-migrations", "--job", jobName, "--timeout", "5m"}})
 		polled := benchPod("polled-"+id, id, corev1.Container{Image: "premigrate/bench-poller:dev", Args: []string{"poll", "--job", jobName, "--interval", "2s"}})
 		pods := []*corev1.Pod{gated, polled}
 		if i%2 == 1 { // alternate which waiter is created first

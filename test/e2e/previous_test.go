@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// previousChart extracts the chart of the previous release (hack/previous-release) from git and returns its
+// folder and version. It fails, never skips, when the commit is not in this clone.
+func previousChart(t *testing.T) (string, string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(env.repoRoot, "hack", "previous-release"))
+	if err != nil {
+		t.Fatalf("reading hack/previous-release: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	fields := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok && !strings.HasPrefix(k, "#") {
+			fields[k] = v
+		}
+	}
+	version, commit := fields["version"], fields["commit"]
+	if version == "" || commit == "" {
+		t.Fatalf("hack/previous-release names no version and commit: %v", fields)
+	}
+	dir := t.TempDir()
+	archive := exec.Command("git", "-C", env.repoRoot, "archive", commit, "charts/premigrate")
+	extract := exec.Command("tar", "-x", "-C", dir)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	extract.Stdin = pipe
+	var stderr strings.Builder
+	archive.Stderr = &stderr
+	if err := extract.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := archive.Run(); err != nil {
+		t.Fatalf("the previous release's commit %s is not in this clone (git archive: %v: %s): the upgrade from it cannot run", commit, err, stderr.String())
+	}
+	if err := extract.Wait(); err != nil {
+		t.Fatalf("extracting the previous chart: %v", err)
+	}
+	return filepath.Join(dir, "charts", "premigrate"), version
+}
+
+// A release of the previous chart version upgrades to this one: the records ConfigMap, a pre-install hook
+// there, becomes a release object here (gate run gives it the release's metadata and Helm adopts it).
+func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			res := scenario(t, "upgrade-from-previous-"+h.name, h.bin)
+			ctx := context.Background()
+			chart, version := previousChart(t)
+			ns := newNamespace(t, "prev-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			out, err := runTool(h.bin, "upgrade", "--install", r.name, chart, "-n", ns, "--wait", "--timeout", "4m",
+				"--values", r.valuesFile(baseValues()))
+			if err != nil {
+				t.Fatalf("installing the previous chart %s: %v", version, err)
+			}
+			if !strings.Contains(mustRun(t, h.bin, "list", "-n", ns), "premigrate-"+version) {
+				t.Fatalf("the installed release is not chart version %s:\n%s", version, out)
+			}
+			for i, tag := range []string{"v2", "v3"} {
+				_, d := r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": tag}}))
+				res.DurationsSec = append(res.DurationsSec, d.Seconds())
+				res.Upgrades++
+				id := r.appIdentity(ctx)
+				r.assertWitness(ctx, id)
+				cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
+				if err != nil {
+					t.Fatalf("upgrade %d: %v", i+1, err)
+				}
+				if _, ok := cm.Data[id]; !ok || cm.Annotations["meta.helm.sh/release-name"] != r.name || cm.Annotations["helm.sh/hook"] != "" {
+					t.Errorf("upgrade %d: records ConfigMap annotations %v data %v: want a release object holding %s", i+1, cm.Annotations, cm.Data, id)
+				}
+			}
+			if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
+				t.Errorf("schema at version %d, want 3", v)
+			}
+			r.uninstall()
+			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
+				"PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0": true,
+				"Secret/" + r.fullname() + "-postgresql":                       true,
+			})
+			t.Logf("chart %s upgraded to this chart twice, then uninstalled", version)
+		})
+	}
+}
