@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,11 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{
 						Name: "migrate", Image: "premigrate/demo:v5", Args: []string{"migrate"},
-						Env: append(append([]corev1.EnvVar{}, app.Env...), corev1.EnvVar{Name: "PREMIGRATE_IDENTITY", Value: fmt.Sprintf("racer-%d", i)}),
+						// each version sleeps 4 s inside its transaction: whichever run takes the lock first holds it
+						// for about 16 s, so the two runs overlap and the second must wait
+						Env: append(append([]corev1.EnvVar{}, app.Env...),
+							corev1.EnvVar{Name: "PREMIGRATE_IDENTITY", Value: fmt.Sprintf("racer-%d", i)},
+							corev1.EnvVar{Name: "DEMO_MIGRATION_DELAY", Value: "4s"}),
 					}},
 				})},
 			},
@@ -64,5 +69,18 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 	applied := r.psqlInt("select coalesce(sum(cardinality(applied)), 0) from demo_migrate_runs where identity like 'racer-%'")
 	if applied != 4 {
 		t.Errorf("the two racing runs applied %d versions between them, want 4 (2..5, each once)", applied)
+	}
+	waited := 0
+	for i := 1; i <= 2; i++ {
+		log, err := runStdout(env.kubectl, "logs", "-n", ns, fmt.Sprintf("job/racer-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(log, "another migration run holds the lock; waiting for it") {
+			waited++
+		}
+	}
+	if waited != 1 {
+		t.Errorf("%d of the two racing runs logged that they waited for the lock, want exactly 1: the runs did not overlap", waited)
 	}
 }
