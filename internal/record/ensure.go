@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -65,9 +66,10 @@ func (m *Metadata) configMap(name string) *corev1.ConfigMap {
 // Ensure returns the records ConfigMap called name, creating it empty with
 // m's metadata when it does not exist (m nil: a missing ConfigMap is
 // returned as nil, with no error). An existing ConfigMap that lacks m's
-// labels or annotations gets them, its data untouched: one created by hand,
-// or the pre-install hook of a chart before 0.2.0, which Helm would
-// otherwise refuse to adopt as the release object it now is.
+// labels or annotations gets them, and loses any helm.sh/hook annotation,
+// its data untouched: one created by hand, or the pre-install hook of a
+// chart before 0.2.0, which Helm would otherwise refuse to adopt as the
+// release object it now is.
 func Ensure(ctx context.Context, client ConfigMapClient, name string, m *Metadata) (cm *corev1.ConfigMap, created bool, err error) {
 	cm, err = client.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -78,6 +80,11 @@ func Ensure(ctx context.Context, client ConfigMapClient, name string, m *Metadat
 		updated := cm.DeepCopy()
 		updated.Labels = merge(updated.Labels, m.Labels)
 		updated.Annotations = merge(updated.Annotations, m.Annotations)
+		for k := range updated.Annotations {
+			if strings.HasPrefix(k, "helm.sh/hook") { // no longer a hook: a release object from now on
+				delete(updated.Annotations, k)
+			}
+		}
 		cm, err = client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 		if err != nil {
 			return nil, false, fmt.Errorf("give ConfigMap %s the release's metadata: %w", name, err)

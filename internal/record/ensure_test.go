@@ -48,7 +48,8 @@ func TestEnsureGivesAnExistingConfigMapTheReleasesMetadataAndKeepsItsRecords(t *
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Annotations["meta.helm.sh/release-name"] != "shop" || got.Labels["app.kubernetes.io/managed-by"] != "Helm" || got.Data["abc"] != "x" {
+	if got.Annotations["meta.helm.sh/release-name"] != "shop" || got.Labels["app.kubernetes.io/managed-by"] != "Helm" || got.Data["abc"] != "x" ||
+		got.Annotations["helm.sh/hook"] != "" {
 		t.Errorf("ConfigMap after Ensure: labels %v annotations %v data %v", got.Labels, got.Annotations, got.Data)
 	}
 	before := len(cs.Actions())

@@ -50,8 +50,11 @@ type renderOptions struct {
 	upgrade bool
 	// release overrides the release name.
 	release string
-	// existing objects are what `lookup` finds in the cluster.
+	// existing objects are what `lookup` finds in the cluster. An upgrade also finds the release's records
+	// ConfigMap, with Helm's ownership, as every upgrade after an install does, unless noRecords is set.
 	existing []runtime.Object
+	// noRecords renders an upgrade that finds no records ConfigMap (migrations enabled later, deleted by hand).
+	noRecords bool
 	// kubeVersion overrides the cluster version (.Capabilities.KubeVersion), e.g. "v1.33.0".
 	kubeVersion string
 }
@@ -143,12 +146,29 @@ func renderValues(o renderOptions) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cluster := fakeCluster{client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, o.existing...)}
+	existing := o.existing
+	if o.upgrade && !o.noRecords {
+		existing = append(existing, ownedRecords(name))
+	}
+	cluster := fakeCluster{client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, existing...)}
 	files, err := engine.RenderWithClientProvider(ch, top, cluster)
 	if err != nil {
 		return nil, err
 	}
 	return decode(files)
+}
+
+// ownedRecords is the records ConfigMap of release name as an install leaves it: a release object.
+func ownedRecords(name string) *corev1.ConfigMap {
+	fullname := name
+	if !strings.Contains(name, "premigrate") {
+		fullname = name + "-premigrate"
+	}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: fullname + "-migrations", Namespace: namespace,
+		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
+		Annotations: map[string]string{"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": namespace},
+	}}
 }
 
 // decode keeps the non-empty files and decodes each document strictly.

@@ -117,16 +117,18 @@ func TestHookAnnotationsAreTheSameOnInstallAndUpgradeForTheSameJobName(t *testin
 			}
 		}
 	}
-	for _, mode := range []string{"hook external db", "job", "argocd"} {
+	for _, mode := range []string{"job", "argocd"} {
 		if !compared[mode] {
 			t.Errorf("%s: the Job has different names on install and upgrade", mode)
 		}
 	}
-	// Hook mode with the embedded database: the install Job and the upgrade Job have different names.
-	install := render(t, renderOptions{}).job(t)
-	upgrade := render(t, renderOptions{upgrade: true}).job(t)
-	if install.Name == upgrade.Name {
-		t.Errorf("install and upgrade Jobs share the name %s although one is a hook and one is not", install.Name)
+	// Hook mode: the install's plain Job and the upgrade's hook Job have different names.
+	for _, values := range []string{"", externalDB} {
+		install := render(t, renderOptions{values: values}).job(t)
+		upgrade := render(t, renderOptions{values: values, upgrade: true}).job(t)
+		if install.Name == upgrade.Name {
+			t.Errorf("values %q: install and upgrade Jobs share the name %s although one is a hook and one is not", values, install.Name)
+		}
 	}
 }
 

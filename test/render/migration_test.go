@@ -8,6 +8,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // externalDB renders hook mode with an external database, where every render is a hook.
@@ -18,23 +20,45 @@ database: {existingSecret: prod-db, existingSecretKey: url}
 
 // Behaviour 2: the migration Job as design.md describes it.
 func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
-	t.Run("hook mode is a pre-install,pre-upgrade hook named <fullname>-migrate", func(t *testing.T) {
-		for _, upgrade := range []bool{false, true} {
-			job := render(t, renderOptions{values: externalDB, upgrade: upgrade}).job(t)
+	t.Run("hook mode upgrades run a pre-upgrade hook named <fullname>-migrate", func(t *testing.T) {
+		for _, values := range []string{externalDB, ""} {
+			job := render(t, renderOptions{values: values, upgrade: true}).job(t)
 			if job.Name != fullname+"-migrate" {
-				t.Errorf("upgrade=%v: name %q", upgrade, job.Name)
+				t.Errorf("values %q: name %q", values, job.Name)
 			}
 			want := map[string]string{
-				"helm.sh/hook":                   "pre-install,pre-upgrade",
+				"helm.sh/hook":                   "pre-upgrade",
 				"helm.sh/hook-weight":            "0",
 				"helm.sh/hook-delete-policy":     "before-hook-creation",
 				"helm.sh/hook-output-log-policy": "hook-failed",
 			}
 			assertAnnotations(t, job.Annotations, want)
 		}
-		job := render(t, renderOptions{values: externalDB + "migration: {hookWeight: 5, hookDeletePolicy: 'before-hook-creation,hook-succeeded'}"}).job(t)
+		job := render(t, renderOptions{values: externalDB + "migration: {hookWeight: 5, hookDeletePolicy: 'before-hook-creation,hook-succeeded'}", upgrade: true}).job(t)
 		if job.Annotations["helm.sh/hook-weight"] != "5" || job.Annotations["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
 			t.Errorf("configured hook annotations = %v", job.Annotations)
+		}
+	})
+
+	t.Run("hook mode installs, and upgrades that find no records ConfigMap, run a plain Job named by the identity", func(t *testing.T) {
+		for _, o := range []renderOptions{{values: externalDB}, {upgrade: true, noRecords: true}, {values: externalDB, upgrade: true, noRecords: true}} {
+			r := render(t, o)
+			if job := r.job(t); job.Name != fullname+"-migrate-"+identityOf(t, r) || len(hookAnnotations(job.Annotations)) != 0 {
+				t.Errorf("%+v: Job %s with hook annotations %v, want a plain Job named by the identity", o, job.Name, hookAnnotations(job.Annotations))
+			}
+			mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")
+		}
+	})
+
+	t.Run("an upgrade that finds a records ConfigMap of an earlier chart (a hook, without Helm's ownership) leaves it out of the release", func(t *testing.T) {
+		old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fullname + "-migrations", Namespace: namespace,
+			Annotations: map[string]string{"helm.sh/hook": "pre-install"}}}
+		r := render(t, renderOptions{upgrade: true, noRecords: true, existing: []runtime.Object{old}})
+		if _, ok := r.find("ConfigMap", fullname+"-migrations"); ok {
+			t.Error("the ConfigMap is rendered: Helm would refuse to import it before the hook gave it the release's ownership")
+		}
+		if job := r.job(t); job.Name != fullname+"-migrate" {
+			t.Errorf("Job %s, want the pre-upgrade hook (its gate run adopts the ConfigMap)", job.Name)
 		}
 	})
 
@@ -51,7 +75,7 @@ func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
 			}
 		}
 		up := render(t, renderOptions{upgrade: true}).job(t)
-		if up.Name != fullname+"-migrate" || up.Annotations["helm.sh/hook"] != "pre-install,pre-upgrade" {
+		if up.Name != fullname+"-migrate" || up.Annotations["helm.sh/hook"] != "pre-upgrade" {
 			t.Errorf("upgrade Job %q annotations %v, want the hook", up.Name, up.Annotations)
 		}
 	})
@@ -161,7 +185,7 @@ migration:
 				[]string{"--wait-for-postgres", fullname + "-postgresql:5432"}},
 			{"a hook Job with the embedded database owns itself to the records and waits for PostgreSQL", "", true,
 				[]string{"--own-job", "--wait-for-postgres", fullname + "-postgresql:5432"}},
-			{"a hook Job with an external database owns itself to the records", externalDB, false, []string{"--own-job"}},
+			{"a hook Job with an external database owns itself to the records", externalDB, true, []string{"--own-job"}},
 			{"a plain Job with an external database", externalDB + "\nmigration: {mode: job, keepRecords: 7}", false, nil},
 		} {
 			values := "migration: {keepRecords: 7}\ngate: {image: {tag: dev}}\n" + tc.values
@@ -249,7 +273,7 @@ migration:
 		}{
 			{"embedded database, install (a plain Job)", "", false, false},
 			{"embedded database, upgrade", "", true, true},
-			{"external database, install", externalDB, false, true},
+			{"external database, install", externalDB, false, false},
 			{"external database, upgrade", externalDB, true, true},
 			{"job mode", "migration: {mode: job}\npostgresql: {auth: {password: pw}}", true, false},
 		} {
@@ -257,7 +281,7 @@ migration:
 			want := map[string]string{}
 			if tc.hook {
 				want = map[string]string{
-					"helm.sh/hook":               "pre-install,pre-upgrade",
+					"helm.sh/hook":               "pre-upgrade",
 					"helm.sh/hook-weight":        "-10",
 					"helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded,hook-failed",
 				}

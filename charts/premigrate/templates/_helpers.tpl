@@ -199,16 +199,46 @@ pods' premigrate.io/identity annotation and the gate's --identity.
 {{- end }}
 
 {{/*
+The records ConfigMap as the cluster has it (`lookup`; nothing under helm template): "missing", "owned"
+(carries this release's Helm ownership, so Helm adopts or keeps it) or "foreign" (it exists without it: the
+pre-install hook of a chart before 0.2.0, or one made by hand).
+*/}}
+{{- define "premigrate.recordsState" -}}
+{{- $cm := lookup "v1" "ConfigMap" .Release.Namespace (include "premigrate.recordsName" .) -}}
+{{- if not $cm -}}
+missing
+{{- else if eq (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $cm) .Release.Name -}}
+owned
+{{- else -}}
+foreign
+{{- end -}}
+{{- end }}
+
+{{/*
+True (non-empty) when the chart renders the records ConfigMap. Always, except in hook mode on an upgrade
+that finds a ConfigMap without this release's ownership: Helm would refuse to import it before any hook ran.
+`gate run` gives it the ownership metadata, and the next upgrade renders it.
+*/}}
+{{- define "premigrate.renderRecords" -}}
+{{- if and .Values.migration.enabled (or (ne .Values.migration.mode "hook") .Release.IsInstall (ne (include "premigrate.recordsState" .) "foreign")) -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
 How the migration Job is rendered: "hook" (Helm hook), "plain" (release object named by the identity)
-or "argocd" (Argo CD Sync hook). In hook mode with the embedded database, the install renders a plain
-Job: a pre-install hook would run before the database exists.
+or "argocd" (Argo CD Sync hook). In hook mode an install, and an upgrade that finds no records ConfigMap
+(migrations enabled on an installed release, the ConfigMap deleted by hand), render a plain Job: Helm then
+creates the records ConfigMap, the migration's RBAC and the Job together with the release (a pre-install
+hook would run before any of them exist, before the embedded database too), and the gate holds the app
+pods until the Job recorded its success. Every other upgrade runs the pre-upgrade hook.
 */}}
 {{- define "premigrate.migrationJobKind" -}}
 {{- if eq .Values.migration.mode "job" -}}
 plain
 {{- else if eq .Values.migration.mode "argocd" -}}
 argocd
-{{- else if and .Values.postgresql.enabled .Release.IsInstall -}}
+{{- else if or .Release.IsInstall (eq (include "premigrate.recordsState" .) "missing") -}}
 plain
 {{- else -}}
 hook
@@ -267,13 +297,13 @@ argocd.argoproj.io/sync-wave: {{ .wave | quote }}
 
 {{/*
 Annotations of the migration's support objects (ServiceAccount, Role, RoleBinding). When the migration Job
-is a Helm hook they are hooks too (a pre-install hook runs before any release object exists), deleted once
-the hooks ran, whether they succeeded or failed, so that nothing of them outlives the release. When the Job
+is a Helm hook they are hooks too (a hook runs before the release's objects are updated), deleted once the
+hooks ran, whether they succeeded or failed, so that nothing of them outlives the release. When the Job
 is a release object they are release objects; argocd mode: sync wave -1.
 */}}
 {{- define "premigrate.supportAnnotations" -}}
 {{- if eq (include "premigrate.migrationJobKind" .) "hook" -}}
-helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook: pre-upgrade
 helm.sh/hook-weight: "-10"
 helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded,hook-failed
 {{- else -}}
@@ -299,7 +329,7 @@ Annotations of the migration Job.
 {{- define "premigrate.migrationJobAnnotations" -}}
 {{- $kind := include "premigrate.migrationJobKind" . -}}
 {{- if eq $kind "hook" -}}
-helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook: pre-upgrade
 helm.sh/hook-weight: {{ .Values.migration.hookWeight | toString | quote }}
 helm.sh/hook-delete-policy: {{ .Values.migration.hookDeletePolicy }}
 helm.sh/hook-output-log-policy: hook-failed
