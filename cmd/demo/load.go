@@ -18,11 +18,13 @@ const loadHelp = `Usage: demo load --target URL [flags]
 
 Sends a POST /records then a GET /records/{id} to the target on every tick, counting requests
 sent and failed and the longest gap between two successful requests. Only the target URL is
-contacted; redirects are not followed.
+contacted; redirects are not followed. The counts are also split by the app version that answered,
+named by the X-Demo-Version header of the response ("unknown" for no response, or none named).
 
 While it runs, and after it stopped, the report is served on --report-addr:
-  GET  /report   the JSON report {"sent","failed","longestGapMs","errors","startedAt","stoppedAt","running"}
-                 ("errors" holds the first 20 error strings)
+  GET  /report   the JSON report {"sent","failed","longestGapMs","errors","startedAt","stoppedAt","running",
+                 "byVersion"} ("errors" holds the first 20 error strings; "byVersion" is
+                 {"<version>":{"sent":N,"failed":M},...}, e.g. {"2":{"sent":40,"failed":0}})
   POST /stop     stops the run, waits for the requests in flight, answers the final report
 
 When the run ends (--duration passed or POST /stop) the final report is printed to stdout; with a

@@ -19,11 +19,21 @@ import (
 const serveHelp = `Usage: demo serve
 
 Serves the records API:
-  POST /records        JSON {"body":"..."} -> 201 {"id":N}
-  GET  /records/{id}   -> 200 {"id":N,"body":"...","createdAt":"..."}, 404 if absent
+  POST /records        JSON {"body":"...","author":"..."} -> 201 {"id":N}
+  GET  /records/{id}   -> 200 {"id":N,"body":"...","createdAt":"...",...}, 404 if absent
   GET  /healthz        200 while the process runs
   GET  /readyz         200 iff the schema version S satisfies DEMO_VERSION <= S <= DEMO_VERSION+1
                        (read at most once a second), 503 otherwise and from the moment of SIGTERM
+Every response, errors included, carries the header X-Demo-Version: DEMO_VERSION.
+
+The records API uses what each migration up to DEMO_VERSION added, so on an older schema it fails
+(500) as a real app would:
+  from version 2   POST stores "author" (default "demo-v<DEMO_VERSION>"), GET returns "author"
+  from version 4   POST adds a row to tags (named "v<DEMO_VERSION>"), GET returns "tags"
+  version 5 only   POST stores source "demo", GET returns "source" (on schema 6, which dropped
+                   the column, neither does)
+  from version 7   POST adds a row to notes, GET returns "noteCount"
+Versions 3 (an index) and 6 (a dropped column) add nothing a request could miss.
 
 On SIGTERM (or SIGINT) /readyz fails at once, requests are still served for SHUTDOWN_DELAY, then
 the listener closes and in-flight requests are drained (at most 30s) before the process exits 0.

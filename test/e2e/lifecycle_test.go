@@ -395,6 +395,12 @@ func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	id := r.appIdentity(ctx)
 	name := r.fullname() + "-migrate-" + id
+	// the gate lets the pods go on the record, written just before the Job's pod exits: the Job's own
+	// status may follow a moment later
+	waitUntil(t, "Job "+name+" to finish", time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
+	})
 	if j := r.job(ctx, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
 		t.Errorf("Job %s: %d succeeded, %d failed pods, want 1 and 0", name, j.Status.Succeeded, j.Status.Failed)
 	}

@@ -1,6 +1,8 @@
 // Package load drives steady traffic at the demo app and reports what failed: on every tick it
 // creates a record (POST /records) and reads it back (GET /records/{id}). It measures the longest
-// gap between two successful requests, the number an upgrade without downtime keeps small.
+// gap between two successful requests, the number an upgrade without downtime keeps small. It
+// counts the requests per app version too, the version named by the X-Demo-Version header of each
+// response: which version answered, and which one failed.
 package load
 
 import (
@@ -10,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +27,15 @@ const (
 	DefaultRequestTimeout = 5 * time.Second
 	// MaxErrors is how many error strings a report keeps (the first ones).
 	MaxErrors = 20
+	// VersionHeader is the response header naming the app version that answered
+	// (server.VersionHeader of the demo app).
+	VersionHeader = "X-Demo-Version"
+	// UnknownVersion is the key of Report.ByVersion for requests without an app version: no
+	// response (refused, reset, timed out), or a response without a numeric VersionHeader (a
+	// proxy's error page, a redirect elsewhere).
+	UnknownVersion = "unknown"
+	// author is the "author" the POST sends, stored by app versions from 2 on.
+	author = "demo-load"
 )
 
 // Config configures a load run.
@@ -49,6 +62,15 @@ type Report struct {
 	StartedAt    time.Time `json:"startedAt"`
 	StoppedAt    time.Time `json:"stoppedAt,omitzero"`
 	Running      bool      `json:"running"`
+	// ByVersion splits Sent and Failed by the app version that answered: its key is the value of
+	// VersionHeader ("2"), or UnknownVersion. Its counts add up to Sent and Failed.
+	ByVersion map[string]Counts `json:"byVersion"`
+}
+
+// Counts are the requests answered by one app version, and how many of them failed.
+type Counts struct {
+	Sent   int64 `json:"sent"`
+	Failed int64 `json:"failed"`
 }
 
 // Generator runs one load run. Its Report may be read at any time, from any goroutine.
@@ -100,7 +122,7 @@ func New(cfg Config) (*Generator, error) {
 	return &Generator{
 		cfg: cfg, base: base, client: client,
 		stopCh: make(chan struct{}), done: make(chan struct{}),
-		report: Report{Errors: []string{}},
+		report: Report{Errors: []string{}, ByVersion: map[string]Counts{}},
 	}, nil
 }
 
@@ -122,7 +144,7 @@ func (g *Generator) Run(ctx context.Context) Report {
 	defer close(g.done)
 	start := time.Now()
 	g.mu.Lock()
-	g.report = Report{StartedAt: start.UTC(), Running: true, Errors: []string{}}
+	g.report = Report{StartedAt: start.UTC(), Running: true, Errors: []string{}, ByVersion: map[string]Counts{}}
 	g.lastSuccess = start
 	g.mu.Unlock()
 
@@ -174,6 +196,7 @@ func (g *Generator) Report() Report {
 func (g *Generator) snapshot() Report {
 	r := g.report
 	r.Errors = append([]string{}, g.report.Errors...)
+	r.ByVersion = maps.Clone(g.report.ByVersion)
 	r.LongestGapMs = g.longestGap.Milliseconds()
 	return r
 }
@@ -189,7 +212,7 @@ func (g *Generator) tick(ctx context.Context) {
 	var created struct {
 		ID int64 `json:"id"`
 	}
-	body, _ := json.Marshal(map[string]string{"body": "load " + time.Now().UTC().Format(time.RFC3339Nano)})
+	body, _ := json.Marshal(map[string]string{"body": "load " + time.Now().UTC().Format(time.RFC3339Nano), "author": author})
 	if !g.do(ctx, http.MethodPost, "/records", body, http.StatusCreated, &created) {
 		return
 	}
@@ -200,12 +223,18 @@ func (g *Generator) tick(ctx context.Context) {
 func (g *Generator) do(ctx context.Context, method, path string, body []byte, want int, out any) bool {
 	u := *g.base
 	u.Path += path
-	err := g.send(ctx, method, u.String(), body, want, out)
+	version, err := g.send(ctx, method, u.String(), body, want, out)
 
 	now := time.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.report.Sent++
+	c := g.report.ByVersion[version]
+	c.Sent++
+	if err != nil {
+		c.Failed++
+	}
+	g.report.ByVersion[version] = c
 	if err != nil {
 		g.report.Failed++
 		if len(g.report.Errors) < MaxErrors {
@@ -220,12 +249,14 @@ func (g *Generator) do(ctx context.Context, method, path string, body []byte, wa
 	return true
 }
 
-func (g *Generator) send(ctx context.Context, method, target string, body []byte, want int, out any) error {
+// send sends one request and checks its answer; it returns the app version that answered (see
+// responseVersion) and what went wrong.
+func (g *Generator) send(ctx context.Context, method, target string, body []byte, want int, out any) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("build request: %w", err)
+		return UnknownVersion, fmt.Errorf("build request: %w", err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -236,22 +267,33 @@ func (g *Generator) send(ctx context.Context, method, target string, body []byte
 		if errors.As(err, &uerr) {
 			err = uerr.Err // the method and URL are already in the error string
 		}
-		return err
+		return UnknownVersion, err
 	}
 	defer func() { _ = resp.Body.Close() }()
+	version := responseVersion(resp)
 	payload, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return fmt.Errorf("read response: %w", err)
+		return version, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode != want {
-		return fmt.Errorf("status %d, want %d: %s", resp.StatusCode, want, strings.TrimSpace(string(payload)))
+		return version, fmt.Errorf("status %d, want %d: %s", resp.StatusCode, want, strings.TrimSpace(string(payload)))
 	}
 	if out != nil {
 		if err := json.Unmarshal(payload, out); err != nil {
-			return fmt.Errorf("decode response: %w", err)
+			return version, fmt.Errorf("decode response: %w", err)
 		}
 	}
-	return nil
+	return version, nil
+}
+
+// responseVersion is the app version a response names in VersionHeader, as a decimal number, or
+// UnknownVersion when it names none (whatever else the header holds: the report's keys stay few).
+func responseVersion(resp *http.Response) string {
+	v, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get(VersionHeader)))
+	if err != nil || v < 0 {
+		return UnknownVersion
+	}
+	return strconv.Itoa(v)
 }
 
 // Done is closed when Run has returned.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,9 @@ import (
 type app struct {
 	mu      sync.Mutex
 	nextID  int64
-	fail    func(method string, n int64) bool // n counts requests from 1
+	fail    func(method string, n int64) bool   // n counts requests from 1
+	version func(method string, n int64) string // the X-Demo-Version header, "" for none
+	author  atomic.Value                        // the "author" of the last POST
 	count   atomic.Int64
 	failed  atomic.Int64
 	methods sync.Map
@@ -30,6 +33,11 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v, _ := a.methods.LoadOrStore(r.Method, new(atomic.Int64)); v != nil {
 		v.(*atomic.Int64).Add(1)
 	}
+	if a.version != nil {
+		if v := a.version(r.Method, n); v != "" {
+			w.Header().Set(load.VersionHeader, v)
+		}
+	}
 	if a.fail != nil && a.fail(r.Method, n) {
 		a.failed.Add(1)
 		http.Error(w, "injected", http.StatusInternalServerError)
@@ -37,6 +45,12 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/records":
+		var in struct{ Author string }
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		a.author.Store(in.Author)
 		a.mu.Lock()
 		a.nextID++
 		id := a.nextID
@@ -178,7 +192,7 @@ func TestReportEndpointServesTheReportAndStopEndsTheRun(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"sent", "failed", "longestGapMs", "errors", "startedAt", "stoppedAt"} {
+	for _, key := range []string{"sent", "failed", "longestGapMs", "errors", "startedAt", "stoppedAt", "byVersion"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("report JSON lacks %q: %v", key, raw)
 		}
@@ -221,5 +235,102 @@ func TestInvalidConfigurationIsRejected(t *testing.T) {
 				t.Errorf("got %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// Outcomes of the requests counted under one version.
+const (
+	noneFailed = "none failed"
+	someFailed = "some failed"
+	allFailed  = "all failed"
+)
+
+func TestByVersionCountsEachRequestUnderTheVersionNamedByItsResponse(t *testing.T) {
+	always := func(v string) func(string, int64) string { return func(string, int64) string { return v } }
+	everyFourth := func(_ string, n int64) bool { return n%4 == 0 }
+	for _, tc := range []struct {
+		name    string
+		version func(method string, n int64) string // nil: no server at all
+		fail    func(method string, n int64) bool
+		want    map[string]string // version -> outcome of its requests
+	}{
+		{"every response names version 3", always("3"), everyFourth,
+			map[string]string{"3": someFailed}},
+		{"a rollout: version 2 creates, version 3 reads", func(method string, _ int64) string {
+			if method == http.MethodPost {
+				return "2"
+			}
+			return "3"
+		}, nil, map[string]string{"2": noneFailed, "3": noneFailed}},
+		{"failures without the header, as from a proxy in front of version 4", func(_ string, n int64) string {
+			if n%4 == 0 {
+				return ""
+			}
+			return "4"
+		}, everyFourth, map[string]string{"4": noneFailed, load.UnknownVersion: allFailed}},
+		{"a header that is no version number", always("v2-beta"), nil,
+			map[string]string{load.UnknownVersion: noneFailed}},
+		{"no response at all", nil, nil,
+			map[string]string{load.UnknownVersion: allFailed}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(&app{version: tc.version, fail: tc.fail})
+			defer srv.Close()
+			if tc.version == nil {
+				srv.Close() // its port now refuses connections
+			}
+			report, err := load.Run(context.Background(), load.Config{Target: srv.URL, Rate: 50, Duration: 400 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sum load.Counts
+			got := map[string]string{}
+			for v, c := range report.ByVersion {
+				sum.Sent += c.Sent
+				sum.Failed += c.Failed
+				switch {
+				case c.Sent > 0 && c.Failed == 0:
+					got[v] = noneFailed
+				case c.Sent > 0 && c.Failed == c.Sent:
+					got[v] = allFailed
+				case c.Failed > 0 && c.Failed < c.Sent:
+					got[v] = someFailed
+				default:
+					got[v] = fmt.Sprintf("%d sent, %d failed", c.Sent, c.Failed)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("byVersion %v, that is %v; want %v", report.ByVersion, got, tc.want)
+			}
+			if sum.Sent != report.Sent || sum.Failed != report.Failed || report.Sent == 0 {
+				t.Errorf("byVersion adds up to %d sent, %d failed; the report says %d sent, %d failed", sum.Sent, sum.Failed, report.Sent, report.Failed)
+			}
+		})
+	}
+}
+
+func TestByVersionIsAnEmptyObjectBeforeTheFirstRequest(t *testing.T) {
+	gen, err := load.New(load.Config{Target: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(gen.Report())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"byVersion":{}`) {
+		t.Errorf("report before the run: %s; want \"byVersion\":{}", raw)
+	}
+}
+
+func TestThePostNamesTheLoadGeneratorAsItsAuthor(t *testing.T) {
+	a := &app{}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	if _, err := load.Run(context.Background(), load.Config{Target: srv.URL, Rate: 20, Duration: 100 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.author.Load().(string); got != "demo-load" {
+		t.Errorf("the POST's author is %q, want %q", got, "demo-load")
 	}
 }

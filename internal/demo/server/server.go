@@ -1,6 +1,8 @@
-// Package server is the demo app's HTTP server: a tiny records API on PostgreSQL, liveness and
-// readiness endpoints, and a graceful shutdown that first fails readiness, keeps serving for a
-// while (so load balancers stop sending traffic), then drains in-flight requests.
+// Package server is the demo app's HTTP server: a tiny records API on PostgreSQL that needs the
+// schema of its app version (what each migration up to it added), liveness and readiness
+// endpoints, and a graceful shutdown that first fails readiness, keeps serving for a while (so load
+// balancers stop sending traffic), then drains in-flight requests. Every response names the app
+// version in the VersionHeader header.
 package server
 
 import (
@@ -17,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/premigrate/premigrate/internal/demo/schema"
@@ -88,6 +89,7 @@ func (s *Server) Handler() http.Handler {
 		if s.shutting.Load() {
 			w.Header().Set("Connection", "close")
 		}
+		w.Header().Set(VersionHeader, strconv.Itoa(s.cfg.AppVersion))
 		s.mux.ServeHTTP(w, r)
 	})
 }
@@ -180,57 +182,6 @@ func (s *Server) schemaVersion(ctx context.Context) (int, error) {
 	}
 	s.cachedAt, s.cachedV, s.cachedE = time.Now(), v, err
 	return v, err
-}
-
-type record struct {
-	ID        int64     `json:"id"`
-	Body      string    `json:"body"`
-	CreatedAt time.Time `json:"createdAt"`
-}
-
-func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Body *string `json:"body"`
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err := dec.Decode(&in); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("decode request: %v", err))
-		return
-	}
-	if in.Body == nil {
-		writeError(w, http.StatusBadRequest, `request needs a "body" field`)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
-	defer cancel()
-	var id int64
-	if err := s.cfg.Pool.QueryRow(ctx, "INSERT INTO records (body) VALUES ($1) RETURNING id", *in.Body).Scan(&id); err != nil {
-		s.log.Printf("POST /records: %v", err)
-		writeError(w, http.StatusInternalServerError, "could not store the record")
-		return
-	}
-	writeJSON(w, http.StatusCreated, map[string]int64{"id": id})
-}
-
-func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "record id must be an integer")
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), dbTimeout)
-	defer cancel()
-	rec := record{ID: id}
-	err = s.cfg.Pool.QueryRow(ctx, "SELECT body, created_at FROM records WHERE id = $1", id).Scan(&rec.Body, &rec.CreatedAt)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		writeError(w, http.StatusNotFound, fmt.Sprintf("record %d not found", id))
-	case err != nil:
-		s.log.Printf("GET /records/%d: %v", id, err)
-		writeError(w, http.StatusInternalServerError, "could not read the record")
-	default:
-		writeJSON(w, http.StatusOK, rec)
-	}
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
