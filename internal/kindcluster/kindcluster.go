@@ -148,8 +148,9 @@ func Delete(name string) error {
 // Delete deletes this cluster.
 func (c *Cluster) Delete() error { return Delete(c.Name) }
 
-// LoadImageArchives imports docker-archive tarballs into every node's containerd. An archive already loaded
-// (same content) is skipped, so reusing a cluster costs a hash per archive.
+// LoadImageArchives imports docker-archive tarballs into every node's containerd. An archive whose content
+// is the last one loaded under its file name is skipped, so reusing a cluster costs a hash per archive; an
+// archive of that name with other content (a rebuilt image, or back from a mutant's) is loaded again.
 func (c *Cluster) LoadImageArchives(paths ...string) (loaded int, err error) {
 	ns, err := c.provider.ListInternalNodes(c.Name)
 	if err != nil {
@@ -160,15 +161,15 @@ func (c *Cluster) LoadImageArchives(paths ...string) (loaded int, err error) {
 		if err != nil {
 			return loaded, err
 		}
-		marker := "/var/lib/premigrate-images/" + sum
+		marker := "/var/lib/premigrate-images/" + filepath.Base(p) + ".sha256"
 		for _, n := range ns {
-			if n.Command("test", "-e", marker).Run() == nil {
+			if n.Command("grep", "-qx", sum, marker).Run() == nil {
 				continue
 			}
 			if err := loadOne(n, p); err != nil {
 				return loaded, err
 			}
-			if err := n.Command("sh", "-c", "mkdir -p /var/lib/premigrate-images && touch "+marker).Run(); err != nil {
+			if err := n.Command("sh", "-c", "mkdir -p /var/lib/premigrate-images && echo "+sum+" > "+marker).Run(); err != nil {
 				return loaded, fmt.Errorf("marking %s loaded on %s: %w", filepath.Base(p), n.String(), err)
 			}
 			loaded++
