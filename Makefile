@@ -63,6 +63,10 @@ test-e2e: tools images ## cluster tests on kind (creates the cluster; KEEP_CLUST
 .PHONY: test
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
 
+.PHONY: test-mutants
+test-mutants: tools images ## break the chart and the gate on purpose, one mutant at a time; every one must be caught (MUTANTS.md)
+	@hack/mutants.sh 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants.log"
+
 .PHONY: demo
 demo: tools cluster ## a kind cluster, the chart installed with its embedded database, upgraded, shown working
 	@hack/demo.sh

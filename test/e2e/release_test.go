@@ -246,6 +246,11 @@ type loadReport struct {
 	Failed       int      `json:"failed"`
 	LongestGapMs int64    `json:"longestGapMs"`
 	Errors       []string `json:"errors"`
+	// ByVersion counts requests by the app version that answered (X-Demo-Version), "unknown" without one.
+	ByVersion map[string]struct {
+		Sent   int `json:"sent"`
+		Failed int `json:"failed"`
+	} `json:"byVersion"`
 }
 
 func startLoad(t *testing.T, ns, service string) *loadGen {
