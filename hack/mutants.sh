@@ -8,37 +8,33 @@
 cd "$REPO_ROOT"
 export PATH=$REPO_ROOT/bin:$PATH
 
-# id | what it breaks | file | text | replacement | unit/render tests (package:regexp) | cluster scenarios (-run regexp)
+# id ¦ what it breaks ¦ file ¦ text ¦ replacement ¦ unit/render tests (package:regexp) ¦ cluster scenarios (-run regexp)
 MUTANTS_TABLE=$(cat <<'EOF'
-hook-annotation|the migration Job is no Helm hook on upgrades|charts/premigrate/templates/_helpers.tpl|helm.sh/hook: pre-upgrade
-helm.sh/hook-weight: {{ .Values.migration.hookWeight|helm.sh/hook-weight: {{ .Values.migration.hookWeight|./test/render:TestTheMigrationJobMatchesTheDesign|TestRepeatedUpgrades
-before-hook-creation|the default delete policy drops before-hook-creation|charts/premigrate/values.yaml|hookDeletePolicy: before-hook-creation|hookDeletePolicy: hook-succeeded|./test/render:TestTheMigrationJobMatchesTheDesign|TestAFailedMigration
-identity-constant|the identity no longer depends on the Job spec|charts/premigrate/templates/_helpers.tpl|| sha256sum | trunc 10 -}}|| sha256sum | trunc 0 | printf "%s0000000000" -}}|./test/render:TestTheIdentityChangesWithTheMigrationJobSpecOnly|TestTemplateAndKubectl
-record-before-exit|gate run records the identity before the command exits|cmd/gate/run.go|		code = runChild(ctx, argv, e.stdout, e.stderr)|		_ = r.write(ctx, logf); code = runChild(ctx, argv, e.stdout, e.stderr)|./cmd/gate:TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds|TestAFailedMigration
-failed-is-success|the gate takes a Failed Job for a success|internal/gate/state.go|			return verdict{outcome: Failed, job: j, cond: c}|			return verdict{outcome: Succeeded, job: j, cond: c}|./internal/gate:TestWaitDecidesFromTheStateItFinds|TestWithTTLNoPodStartsAfterAFailedJobIsGone
-record-ignored|the gate ignores the records (a Job gone after its TTL holds pods forever)|internal/gate/state.go|	if v.configMap != nil {
-		if e, found|	if false {
-		if e, found|./internal/gate:TestWaitDecidesFromTheStateItFinds|TestWithTTLPodsRestart
-stale-job-evidence|the gate accepts any Job of its identity, whatever its name|internal/gate/source.go|return j.Name == name && j.Labels[IdentityLabel] == identity|return j.Labels[IdentityLabel] == identity|./internal/gate:TestWaitDecidesFromTheStateItFinds|TestAReinstall
-rbac-widened|the gate's Role reads every Job of the namespace|charts/premigrate/templates/gate-role.yaml|    resourceNames:
+hook-annotation¦the migration Job is no Helm hook on upgrades¦charts/premigrate/templates/_helpers.tpl¦helm.sh/hook: pre-upgrade
+helm.sh/hook-weight: {{ .Values.migration.hookWeight¦helm.sh/hook-weight: {{ .Values.migration.hookWeight¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestRepeatedUpgrades
+before-hook-creation¦the default delete policy drops before-hook-creation¦charts/premigrate/values.yaml¦hookDeletePolicy: before-hook-creation¦hookDeletePolicy: hook-succeeded¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestAFailedMigration
+identity-constant¦the identity no longer depends on the Job spec¦charts/premigrate/templates/_helpers.tpl¦| sha256sum | trunc 10 -}}¦| sha256sum | trunc 0 | printf "%s0000000000" -}}¦./test/render:TestTheIdentityChangesWithTheMigrationJobSpecOnly¦TestTemplateAndKubectl
+record-before-exit¦gate run records the identity before the command exits¦cmd/gate/run.go¦		code = runChild(ctx, argv, e.stdout, e.stderr)¦		_ = r.write(ctx, logf); code = runChild(ctx, argv, e.stdout, e.stderr)¦./cmd/gate:TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds¦TestAFailedMigration
+failed-is-success¦the gate takes a Failed Job for a success¦internal/gate/state.go¦			return verdict{outcome: Failed, job: j, cond: c}¦			return verdict{outcome: Succeeded, job: j, cond: c}¦./internal/gate:TestWaitDecidesFromTheStateItFinds¦TestWithTTLNoPodStartsAfterAFailedJobIsGone
+record-ignored¦the gate ignores the records (pods wait forever once a Job is gone after its TTL)¦internal/gate/state.go¦	if v.configMap != nil {
+		if e, found¦	if false {
+		if e, found¦./internal/gate:TestWaitDecidesFromTheStateItFinds¦TestWithTTLPodsRestart
+stale-job-evidence¦the gate accepts any Job of its identity, whatever its name¦internal/gate/source.go¦return j.Name == name && j.Labels[IdentityLabel] == identity¦return j.Labels[IdentityLabel] == identity¦./internal/gate:TestWaitDecidesFromTheStateItFinds¦TestAReinstall
+rbac-widened¦the gate's Role reads every Job of the namespace¦charts/premigrate/templates/gate-role.yaml¦    resourceNames:
       - {{ include "premigrate.migrationJobName" . }}
-|    resourceNames: []
-|./test/render:TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded|TestTheGateServiceAccountMayReadExactlyWhatItNeeds
-readiness-dropped|the app has no readiness probe|charts/premigrate/values.yaml|readinessProbe:
-  httpGet:
-    path: /readyz|readinessProbe: null
-readinessProbeUnused:
-  httpGet:
-    path: /readyz|./test/render:TestTheAppRunsAsADeploymentWithItsServiceBudgetAndServiceAccount|TestRepeatedUpgrades
-pod-failure-policy|the Job has no podFailurePolicy|charts/premigrate/templates/migration-job.yaml|  podFailurePolicy:
-    rules:|  podFailurePolicyRemoved:
-    rules:|./test/render:TestTheMigrationJobMatchesTheDesign|TestADestructiveMigration
-recorded-rerun|gate run runs an identity that is already recorded|cmd/gate/run.go|	entry, found, decodeErr := record.Lookup(cm.Data, *r.o.identity)
-	if !found {|	entry, found, decodeErr := record.Lookup(cm.Data, *r.o.identity)
-	if found || !found {|./cmd/gate:TestRunNeverRunsAnIdentityThatIsAlreadyRecorded|TestAJobModeRollback
-token-in-app|the app container holds the API token|charts/premigrate/templates/deployment.yaml|      automountServiceAccountToken: false|      automountServiceAccountToken: true|./test/render:TestTheAppRunsAsADeploymentWithItsServiceBudgetAndServiceAccount|TestTheGateServiceAccountMayReadExactlyWhatItNeeds
-no-postgres-wait|the migration does not wait for PostgreSQL|charts/premigrate/templates/migration-job.yaml|            - --wait-for-postgres|            - --wait-for-postgres-timeout=1ms
-            - --wait-for-postgres|./test/render:TestTheMigrationJobMatchesTheDesign|TestTheFirstInstallWaits
+¦¦./test/render:TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded¦TestTheGateServiceAccountMayReadExactlyWhatItNeeds
+readiness-dropped¦the app has no readiness probe¦charts/premigrate/templates/deployment.yaml¦          {{- with .Values.readinessProbe }}¦          {{- with .Values.readinessProbeRemoved }}¦./test/render:TestTheAppRunsAsADeploymentWithItsServiceBudgetAndServiceAccount¦TestRepeatedUpgrades
+pod-failure-policy¦a refused migration is retried instead of failing the Job at once¦charts/premigrate/templates/migration-job.yaml¦      - action: FailJob¦      - action: Count¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestADestructiveMigration
+recorded-rerun¦gate run runs an identity that is already recorded¦cmd/gate/run.go¦	entry, found, decodeErr := record.Lookup(cm.Data, *r.o.identity)
+	if !found {¦	entry, found, decodeErr := record.Lookup(cm.Data, *r.o.identity)
+	if found || !found {¦./cmd/gate:TestRunNeverRunsAnIdentityThatIsAlreadyRecorded¦TestAJobModeRollback
+token-in-app¦the app container holds the API token¦charts/premigrate/templates/deployment.yaml¦      automountServiceAccountToken: false¦      automountServiceAccountToken: true¦./test/render:TestTheAppRunsAsADeploymentWithItsServiceBudgetAndServiceAccount¦TestTheGateServiceAccountMayReadExactlyWhatItNeeds
+no-postgres-wait¦the migration does not wait for PostgreSQL¦charts/premigrate/templates/migration-job.yaml¦            - --wait-for-postgres
+¦            - --wait-for-postgres-timeout=1ms
+            - --wait-for-postgres
+¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestTheFirstInstallWaits
+job-owner¦the hook Job is not owned by the records (helm uninstall leaves it)¦charts/premigrate/templates/migration-job.yaml¦            - --own-job
+¦¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestAReinstall
 EOF
 )
 
@@ -56,13 +52,13 @@ node_image=$("$HACK_DIR/kind/node-image.sh")
   echo "|---|---|---|---|"
 } >"$report"
 
-# split the table: records are separated by lines that start a new id (id|...)
+# split the table: a record starts with a line "id¦..."; fields are separated by ¦
 python3 - "$work/table" <<PY
 import re, sys, json
 text = '''$MUTANTS_TABLE'''
 records, cur = [], None
 for line in text.split('\n'):
-    if re.match(r'^[a-z][a-z0-9-]*\|', line):
+    if re.match(r'^[a-z][a-z0-9-]*¦', line):
         if cur is not None: records.append(cur)
         cur = line
     else:
@@ -70,7 +66,7 @@ for line in text.split('\n'):
 records.append(cur)
 out = []
 for r in records:
-    f = r.split('|')
+    f = r.split('¦')
     if len(f) != 7:
         sys.exit(f"mutant record has {len(f)} fields, want 7: {r[:60]}")
     out.append(dict(zip(["id","what","file","from","to","unit","cluster"], f)))
