@@ -109,3 +109,20 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 	}
 	res.Numbers["heldSec"] = time.Since(gone).Seconds()
 }
+
+// Issue: the first install with a TTL of 0 under Helm 3's --wait --wait-for-jobs failed with "jobs.batch not
+// found" (Helm 3 waits for a release Job that the TTL already deleted). The install's plain Job carries no TTL:
+// the next upgrade removes it; the hook Jobs of upgrades keep the TTL.
+func TestAFirstInstallWithATTLOfZeroPassesHelm3WaitForJobs(t *testing.T) {
+	res := scenario(t, "ttl-zero-wait-for-jobs", env.helm3)
+	ctx := context.Background()
+	ns := newNamespace(t, "ttl0", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	values := merged(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
+	_, d := r.mustDeploy(values, "--wait-for-jobs")
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	_, d = r.mustDeploy(merged(values, map[string]any{"image": map[string]any{"tag": "v2"}}), "--wait-for-jobs")
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	res.Upgrades = 1
+	r.assertWitness(ctx, r.appIdentity(ctx))
+}

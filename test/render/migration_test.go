@@ -104,16 +104,23 @@ func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
 		assertFailurePolicy(t, job.Spec.PodFailurePolicy, nil)
 	})
 
-	t.Run("ttlSecondsAfterFinished is omitted when null and rendered when 0", func(t *testing.T) {
+	t.Run("ttlSecondsAfterFinished is omitted when null and rendered when 0, on hook Jobs and job-mode Jobs", func(t *testing.T) {
+		jobMode := "postgresql: {auth: {password: pw}}\nmigration: {mode: job, "
 		for _, c := range []struct {
-			values string
-			want   *int32
+			values  string
+			upgrade bool
+			want    *int32
 		}{
-			{"migration: {ttlSecondsAfterFinished: null}", nil},
-			{"migration: {ttlSecondsAfterFinished: 0}", ptr(int32(0))},
-			{"migration: {ttlSecondsAfterFinished: 3600}", ptr(int32(3600))},
+			{"migration: {ttlSecondsAfterFinished: null}", true, nil},
+			{"migration: {ttlSecondsAfterFinished: 0}", true, ptr(int32(0))},
+			{"migration: {ttlSecondsAfterFinished: 3600}", true, ptr(int32(3600))},
+			{jobMode + "ttlSecondsAfterFinished: 0}", false, ptr(int32(0))},
+			{jobMode + "ttlSecondsAfterFinished: 60}", true, ptr(int32(60))},
+			// hook mode's plain install Job: the next upgrade removes it; a TTL would break Helm 3's
+			// --wait --wait-for-jobs, which fails on a release Job that is gone
+			{"migration: {ttlSecondsAfterFinished: 0}", false, nil},
 		} {
-			got := render(t, renderOptions{values: c.values}).job(t).Spec.TTLSecondsAfterFinished
+			got := render(t, renderOptions{values: c.values, upgrade: c.upgrade}).job(t).Spec.TTLSecondsAfterFinished
 			if (got == nil) != (c.want == nil) || (got != nil && *got != *c.want) {
 				t.Errorf("%s: ttl = %v, want %v", c.values, deref(got), deref(c.want))
 			}
