@@ -4,6 +4,7 @@
 # cluster scenarios on the kind cluster (images built from the mutant). Every mutant must be caught. Writes
 # the table to results/mutants-<time>.md and MUTANTS.md. Not part of make test (it takes long).
 #   MUTANTS=<regexp>   run only the mutants whose id matches
+#   MUTANTS_LEVEL=cluster   skip the unit/render tests: every mutant goes to its cluster scenarios
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 export PATH=$REPO_ROOT/bin:$PATH
@@ -94,7 +95,7 @@ PY
   caught="" level=""
   pkg=$(get unit); pkg_dir=${pkg%%:*}; pkg_run=${pkg#*:}
   say "mutant $id ($what): unit/render tests $pkg_run"
-  if ! (cd "$dir" && go test -count=1 "$pkg_dir" -run "$pkg_run" >"$LOGS/mutant-$id-unit.log" 2>&1); then
+  if [ "${MUTANTS_LEVEL:-}" != cluster ] && ! (cd "$dir" && go test -count=1 "$pkg_dir" -run "$pkg_run" >"$LOGS/mutant-$id-unit.log" 2>&1); then
     caught="$pkg_run ($pkg_dir)"; level=unit/render
   else
     run=$(get cluster)
