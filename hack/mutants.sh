@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test-mutants: breaks the chart and the gate on purpose, one mutant at a time, in a copy of the tree, and
+# make test-mutants: breaks the chart and the gate on purpose, one mutant at a time, in a worktree of HEAD, and
 # runs the tests that must catch it: first the unit and render tests named for it, then, when they do not, its
 # cluster scenarios on the kind cluster (images built from the mutant). Every mutant must be caught. Writes
 # the table to results/mutants-<time>.md and MUTANTS.md. Not part of make test (it takes long).
@@ -80,8 +80,8 @@ for i in $(seq 0 $((n - 1))); do
   get() { python3 -c "import json; print(json.load(open('$work/table'))[$i]['$1'], end='')"; }
   id=$(get id); what=$(get what)
   if [ -n "${MUTANTS:-}" ] && ! [[ $id =~ $MUTANTS ]]; then continue; fi
-  dir=$work/$id; mkdir -p "$dir"
-  git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$dir"
+  dir=$work/$id
+  git worktree add --detach --force "$dir" HEAD >/dev/null 2>&1 # HEAD: commit what the mutants should see
   ln -s "$REPO_ROOT/bin" "$dir/bin"
   python3 - "$work/table" "$i" "$dir" <<'PY' || { say "mutant $id: its text is not in the tree any more: fix the table"; exit 1; }
 import json, sys
@@ -116,7 +116,7 @@ PY
     echo "| \`$id\` | $what | **not caught** | - |" >>"$report"
     missed=$((missed + 1))
   fi
-  rm -rf "$dir"
+  git worktree remove --force "$dir"
 done
 cp "$report" MUTANTS.md
 say "mutation table: $report (copied to MUTANTS.md); $missed not caught"
