@@ -149,6 +149,29 @@ func (r *release) jobLog(name string) string {
 	return out
 }
 
+// assertSkipped waits for the re-created Job called name to finish and checks, from the Job's status, its log
+// and the database, that it skipped its recorded migration: 1 succeeded and 0 failed pods, "already recorded"
+// and no output of the migration command, the runs and the schema version left as they were.
+func (r *release) assertSkipped(ctx context.Context, name string, runs, schema int) {
+	r.t.Helper()
+	waitUntil(r.t, "the re-created Job "+name+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
+	})
+	if j := r.job(ctx, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+		r.t.Errorf("re-created Job %s: %d succeeded, %d failed pods, want 1 and 0", name, j.Status.Succeeded, j.Status.Failed)
+	}
+	if log := r.jobLog(name); !strings.Contains(log, "already recorded") || strings.Contains(log, "migrate:") {
+		r.t.Errorf("the re-created Job %s ran the migration instead of skipping it:\n%s", name, log)
+	}
+	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+		r.t.Errorf("%d migration runs after Job %s, want %d", got, name, runs)
+	}
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != schema {
+		r.t.Errorf("schema at version %d after Job %s, want %d (migrations are not undone)", v, name, schema)
+	}
+}
+
 // job reads the Job called name.
 func (r *release) job(ctx context.Context, name string) *batchv1.Job {
 	r.t.Helper()
@@ -294,22 +317,7 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 			if got := r.appIdentity(ctx); got != oldID {
 				t.Fatalf("after the rollback the Deployment has identity %s, want the first revision's %s", got, oldID)
 			}
-			waitUntil(t, "the re-created Job "+oldJob+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
-				j, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
-				return err == nil && (j.Status.Succeeded == 1 || j.Status.Failed > 1), nil
-			})
-			if j := r.job(ctx, oldJob); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
-				t.Errorf("re-created Job %s: %d succeeded, %d failed pods, want 1 and 0", oldJob, j.Status.Succeeded, j.Status.Failed)
-			}
-			if log := r.jobLog(oldJob); !strings.Contains(log, "already recorded") || strings.Contains(log, "migrate:") {
-				t.Errorf("the re-created Job ran the migration instead of skipping it:\n%s", log)
-			}
-			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 2 {
-				t.Errorf("%d migration runs after the rollback, want 2 (install and upgrade only)", got)
-			}
-			if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
-				t.Errorf("schema at version %d after the rollback, want 2", v)
-			}
+			r.assertSkipped(ctx, oldJob, 2, 2)
 			r.assertWitness(ctx, oldID)
 
 			// Negative control: without the record, the same re-created Job runs the v1 migration, which the

@@ -328,22 +328,7 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	// revision 1 (the install with the embedded database) has a plain Job: the rollback creates it again,
 	// and it must skip the recorded migration instead of running v1's against the v2 schema
 	installJob := r.fullname() + "-migrate-" + firstID
-	waitUntil(t, "Job "+installJob+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, installJob, metav1.GetOptions{})
-		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
-	})
-	if j := r.job(ctx, installJob); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
-		t.Errorf("re-created Job %s: %d succeeded, %d failed pods, want 1 and 0", installJob, j.Status.Succeeded, j.Status.Failed)
-	}
-	if log := r.jobLog(installJob); !strings.Contains(log, "already recorded") {
-		t.Errorf("the re-created install Job did not skip the recorded migration:\n%s", log)
-	}
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
-		t.Errorf("schema at version %d after the rollback, want 2 (migrations are not undone)", v)
-	}
-	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 2 {
-		t.Errorf("%d migration runs after the rollback, want 2", got)
-	}
+	r.assertSkipped(ctx, installJob, 2, 2)
 	r.assertWitness(ctx, firstID)
 	// roll forward again: the v1 pods run on schema 2 (their own plus one), the hook finds nothing to apply
 	_, d := r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{
