@@ -10,6 +10,7 @@ cd "$REPO_ROOT"
 export PATH=$REPO_ROOT/bin:$PATH
 
 # id ¦ what it breaks ¦ file ¦ text ¦ replacement ¦ unit/render tests (package:regexp) ¦ cluster scenarios (-run regexp)
+# A mutant of several edits names its files separated by "," and its texts and replacements separated by "§".
 MUTANTS_TABLE=$(cat <<'EOF'
 hook-annotation¦the migration Job is no Helm hook on upgrades¦charts/premigrate/templates/_helpers.tpl¦helm.sh/hook: pre-upgrade
 helm.sh/hook-weight: {{ .Values.migration.hookWeight¦helm.sh/hook-weight: {{ .Values.migration.hookWeight¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestRepeatedUpgrades
@@ -21,6 +22,11 @@ record-ignored¦the gate ignores the records (pods wait forever once a Job is go
 		if e, found¦	if false {
 		if e, found¦./internal/gate:TestWaitDecidesFromTheStateItFinds¦TestWithTTLPodsRestart
 stale-job-evidence¦the gate accepts any Job of its identity, whatever its name¦internal/gate/source.go¦return j.Name == name && j.Labels[IdentityLabel] == identity¦return j.Labels[IdentityLabel] == identity¦./internal/gate:TestWaitDecidesFromTheStateItFinds¦TestAReinstall
+old-gate-rule¦the rule before 0.2.0: the gate lists every Job of its identity by label and may read them all¦internal/gate/source.go,charts/premigrate/templates/gate-role.yaml¦		opts:    metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()},
+		match:   func(j *batchv1.Job) bool { return j.Name == name && j.Labels[IdentityLabel] == identity },§    resourceNames:
+      - {{ include "premigrate.migrationJobName" . }}
+¦		opts:    metav1.ListOptions{FieldSelector: fields.Everything().String(), LabelSelector: IdentityLabel + "=" + identity},
+		match:   func(j *batchv1.Job) bool { return j.Labels[IdentityLabel] == identity },§¦./internal/gate:TestWaitDecidesFromTheStateItFinds¦TestAReinstall
 rbac-widened¦the gate's Role reads every Job of the namespace¦charts/premigrate/templates/gate-role.yaml¦    resourceNames:
       - {{ include "premigrate.migrationJobName" . }}
 ¦¦./test/render:TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded¦TestTheGateServiceAccountMayReadExactlyWhatItNeeds
@@ -86,20 +92,28 @@ for i in $(seq 0 $((n - 1))); do
   python3 - "$work/table" "$i" "$dir" <<'PY' || { say "mutant $id: its text is not in the tree any more: fix the table"; exit 1; }
 import json, sys
 m = json.load(open(sys.argv[1]))[int(sys.argv[2])]
-path = sys.argv[3] + "/" + m["file"]
-src = open(path).read()
-if m["from"] not in src:
+files, froms, tos = m["file"].split(","), m["from"].split("§"), m["to"].split("§")
+if not len(files) == len(froms) == len(tos):
     sys.exit(1)
-open(path, "w").write(src.replace(m["from"], m["to"], 1))
+for f, a, b in zip(files, froms, tos):
+    path = sys.argv[3] + "/" + f
+    src = open(path).read()
+    if a not in src:
+        sys.exit(1)
+    open(path, "w").write(src.replace(a, b, 1))
 PY
   caught="" level=""
   pkg=$(get unit); pkg_dir=${pkg%%:*}; pkg_run=${pkg#*:}
-  say "mutant $id ($what): unit/render tests $pkg_run"
+  [ "${MUTANTS_LEVEL:-}" = cluster ] || say "mutant $id ($what): unit/render tests $pkg_run"
   if [ "${MUTANTS_LEVEL:-}" != cluster ] && ! (cd "$dir" && go test -count=1 "$pkg_dir" -run "$pkg_run" >"$LOGS/mutant-$id-unit.log" 2>&1); then
     caught="$pkg_run ($pkg_dir)"; level=unit/render
   else
     run=$(get cluster)
-    say "mutant $id: not caught by $pkg_run; cluster scenarios $run (log: $LOGS/mutant-$id-e2e.log)"
+    if [ "${MUTANTS_LEVEL:-}" = cluster ]; then
+      say "mutant $id: cluster scenarios $run (log: $LOGS/mutant-$id-e2e.log)"
+    else
+      say "mutant $id: not caught by $pkg_run; cluster scenarios $run (log: $LOGS/mutant-$id-e2e.log)"
+    fi
     mcache=$work/cache-$id; mkdir -p "$mcache"
     ln -sfn "$PREMIGRATE_CACHE/logs" "$mcache/logs" 2>/dev/null || true
     if (cd "$dir" && PREMIGRATE_CACHE=$mcache hack/images.sh >"$LOGS/mutant-$id-images.log" 2>&1) &&
