@@ -24,6 +24,13 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 		t.Fatalf("getting the app Deployment: %v", err)
 	}
 	app := dep.Spec.Template.Spec.Containers[0]
+	// the app's env without its PREMIGRATE_IDENTITY (from the pod annotation): each racer names its own
+	var appEnv []corev1.EnvVar
+	for _, e := range app.Env {
+		if e.Name != "PREMIGRATE_IDENTITY" {
+			appEnv = append(appEnv, e)
+		}
+	}
 	for i := 1; i <= 2; i++ {
 		job := &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("racer-%d", i)},
@@ -35,7 +42,7 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 						Name: "migrate", Image: "premigrate/demo:v5", Args: []string{"migrate"},
 						// each version sleeps 4 s inside its transaction: whichever run takes the lock first holds it
 						// for about 16 s, so the two runs overlap and the second must wait
-						Env: append(append([]corev1.EnvVar{}, app.Env...),
+						Env: append(append([]corev1.EnvVar{}, appEnv...),
 							corev1.EnvVar{Name: "PREMIGRATE_IDENTITY", Value: fmt.Sprintf("racer-%d", i)},
 							corev1.EnvVar{Name: "DEMO_MIGRATION_DELAY", Value: "4s"}),
 					}},
