@@ -8,6 +8,7 @@ export GOFLAGS ?= -buildvcs=false
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 CHART := charts/premigrate
+DEPENDENT_CHARTS := $(CHART)
 KIND_CLUSTER_NAME ?= premigrate
 export KIND_CLUSTER_NAME
 GO_PKGS_UNIT := ./cmd/... ./internal/... ./hack/...
@@ -20,6 +21,10 @@ help: ## list the targets
 tools: ## install the pinned chart tools into ./bin (helm 3 and 4, ct, kubeconform, helm-docs, golangci-lint, yamllint, kind, kubectl)
 	@hack/tools.sh
 
+.PHONY: chart-deps
+chart-deps: tools ## package the library chart premigrate-lib into the charts that depend on it (helm dependency build)
+	@for c in $(DEPENDENT_CHARTS); do helm dependency build --skip-refresh "$$c" >/dev/null || exit 1; done
+
 .PHONY: images
 images: tools ## build premigrate's images (gate, demo v1..v7, postgres, bench baseline) as archives, offline
 	@hack/images.sh
@@ -29,7 +34,7 @@ node-image: ## build (or find) the kind node image, offline
 	@hack/kind/node-image.sh
 
 .PHONY: cluster
-cluster: images ## create or reuse the kind cluster and load our images (idempotent)
+cluster: chart-deps images ## create or reuse the kind cluster and load our images (idempotent)
 	@node_image=$$(hack/kind/node-image.sh) && go run ./hack/cluster up --node-image "$$node_image"
 
 .PHONY: cluster-down
@@ -41,7 +46,7 @@ fmt-check:
 	@out=$$(gofmt -l cmd internal hack test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: tools fmt-check ## gofmt, go vet, golangci-lint, helm lint (3 and 4), ct lint, helm-docs drift, kubeconform, yamllint
+lint: tools chart-deps fmt-check ## gofmt, go vet, golangci-lint, helm lint (3 and 4), ct lint, helm-docs drift, kubeconform, yamllint
 	@hack/lint.sh
 
 .PHONY: test-unit
@@ -49,14 +54,14 @@ test-unit: ## Go unit tests (gate, demo app against a real PostgreSQL, harness)
 	go test -count=1 $(GO_PKGS_UNIT)
 
 .PHONY: test-render
-test-render: tools ## render tests of the chart (no cluster)
+test-render: tools chart-deps ## render tests of the chart (no cluster)
 	go test -count=1 ./test/render/...
 
 .PHONY: test-fast
 test-fast: lint test-unit test-render ## everything that needs no cluster
 
 .PHONY: test-e2e
-test-e2e: tools images ## cluster tests on kind (creates the cluster; KEEP_CLUSTER=1 keeps it)
+test-e2e: tools chart-deps images ## cluster tests on kind (creates the cluster; KEEP_CLUSTER=1 keeps it)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test ./test/e2e/... -count=1 -timeout 75m -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
@@ -64,7 +69,7 @@ test-e2e: tools images ## cluster tests on kind (creates the cluster; KEEP_CLUST
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
 
 .PHONY: test-mutants
-test-mutants: tools images ## break the chart and the gate on purpose, one mutant at a time; every one must be caught (MUTANTS.md)
+test-mutants: tools chart-deps images ## break the chart and the gate on purpose, one mutant at a time; every one must be caught (MUTANTS.md)
 	@hack/mutants.sh 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants.log"
 
 .PHONY: demo
@@ -72,7 +77,7 @@ demo: tools cluster ## a kind cluster, the chart installed with its embedded dat
 	@hack/demo.sh
 
 .PHONY: bench
-bench: tools images ## measure gate latency, upgrade overhead and sizes; writes a dated report
+bench: tools chart-deps images ## measure gate latency, upgrade overhead and sizes; writes a dated report
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test ./test/e2e/... -count=1 -timeout 60m -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
 
@@ -81,7 +86,7 @@ docs: tools ## regenerate the chart README's values table with helm-docs
 	helm-docs --chart-search-root charts --template-files README.md.gotmpl
 
 .PHONY: package
-package: tools ## helm package + helm repo index into ./dist/repo
+package: tools chart-deps ## helm package + helm repo index into ./dist/repo
 	mkdir -p dist/repo
 	helm package $(CHART) -d dist/repo
 	helm repo index dist/repo

@@ -10,9 +10,9 @@ check() { local name=$1; shift; if "$@" >"$LOGS/lint-$name.log" 2>&1; then say "
 
 check go-vet go vet ./...
 check golangci-lint golangci-lint run ./...
-for h in helm helm4; do check "$h-lint" "$h" lint --strict "$CHART"; done
+for h in helm helm4; do check "$h-lint" "$h" lint --strict "$CHART" charts/premigrate-lib; done
 for f in "$CHART"/ci/*-values.yaml; do check "helm-lint-$(basename "$f" .yaml)" helm lint --strict "$CHART" -f "$f"; done
-check yamllint yamllint -c .yamllint.yaml ct.yaml .yamllint.yaml "$CHART/Chart.yaml" "$CHART/values.yaml" "$CHART/ci"
+check yamllint yamllint -c .yamllint.yaml ct.yaml .yamllint.yaml "$CHART/Chart.yaml" "$CHART/values.yaml" "$CHART/ci" charts/premigrate-lib/Chart.yaml
 # chart-testing: yamale (its chart-schema check) is not packaged for Debian, so that one check is off here
 check ct-lint ct lint --config ct.yaml --charts "$CHART" --validate-chart-schema=false
 # the values table in the chart README is generated: fail when it drifts from values.yaml

@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -73,6 +74,12 @@ func setup() error {
 	for _, b := range []string{env.helm3, env.helm4, env.kubectl} {
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("%s is missing: run `make tools` (or `make test-e2e`)", b)
+		}
+	}
+	// the library chart is packaged into the charts that depend on it now, so no test runs a stale copy
+	for _, c := range []string{env.chart} {
+		if out, err := exec.Command(env.helm3, "dependency", "build", "--skip-refresh", c).CombinedOutput(); err != nil {
+			return fmt.Errorf("helm dependency build %s: %w\n%s", c, err, out)
 		}
 	}
 	cache := os.Getenv("PREMIGRATE_CACHE")

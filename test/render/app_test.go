@@ -240,7 +240,7 @@ database: {existingSecret: prod-db, existingSecretKey: dsn, urlEnvName: PG_URL}
 				"app.kubernetes.io/instance":   releaseName,
 				"app.kubernetes.io/version":    "0.2.0",
 				"app.kubernetes.io/managed-by": "Helm",
-				"helm.sh/chart":                "premigrate-0.2.0",
+				"helm.sh/chart":                "premigrate-0.3.0",
 			} {
 				if l[k] != want {
 					t.Errorf("%s/%s label %s = %q, want %q", o.kind, o.name(), k, l[k], want)

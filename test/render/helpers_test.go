@@ -105,8 +105,22 @@ func (f fakeCluster) GetClientFor(apiVersion, kind string) (dynamic.Namespaceabl
 	return f.client.Resource(gv.WithResource(strings.ToLower(kind) + "s")), true, nil
 }
 
+// libDir is the library chart the chart depends on.
+const libDir = "../../charts/premigrate-lib"
+
+// loadChart loads the chart with the library from its sources, never from a packaged copy under charts/
+// that `helm dependency build` may have left behind, so the tests always render the library as it is now.
 func loadChart() (*chart.Chart, error) {
-	return loader.Load(chartDir)
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", chartDir, err)
+	}
+	lib, err := loader.Load(libDir)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", libDir, err)
+	}
+	ch.SetDependencies(lib)
+	return ch, nil
 }
 
 // renderValues runs the chart's templates the way `helm install/upgrade` does, but in process.

@@ -72,42 +72,8 @@ Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG.
 {{- include "premigrate.imageRef" (dict "image" .Values.image "tag" (include "premigrate.appTag" .)) -}}
 {{- end }}
 
-{{/*
-The migration image: migration.image when its repository is set, else the app image (tag or digest).
-*/}}
-{{- define "premigrate.migrationImage" -}}
-{{- if .Values.migration.image.repository -}}
-{{- include "premigrate.imageRef" (dict "image" .Values.migration.image "tag" (include "premigrate.appTag" .)) -}}
-{{- else -}}
-{{- include "premigrate.image" . -}}
-{{- end -}}
-{{- end }}
-
-{{- define "premigrate.migrationPullPolicy" -}}
-{{- default .Values.image.pullPolicy .Values.migration.image.pullPolicy -}}
-{{- end }}
-
 {{- define "premigrate.gateImage" -}}
 {{- include "premigrate.imageRef" (dict "image" .Values.gate.image "tag" .Chart.AppVersion) -}}
-{{- end }}
-
-{{/*
-How the gate binary reaches the migration container: "initContainer" (the default: copied through an
-emptyDir by an init container, works on every cluster and runtime) or "imageVolume" (the gate image mounted
-as an image volume: no extra container, but it needs a runtime with image volumes, which the chart cannot
-see). "auto" picks imageVolume where image volumes are on by default (Kubernetes 1.35 and later).
-*/}}
-{{- define "premigrate.gateDelivery" -}}
-{{- $d := .Values.gate.delivery | default "initContainer" -}}
-{{- if eq $d "auto" -}}
-{{- if semverCompare ">=1.35.0-0" .Capabilities.KubeVersion.Version -}}
-imageVolume
-{{- else -}}
-initContainer
-{{- end -}}
-{{- else -}}
-{{- $d -}}
-{{- end -}}
 {{- end }}
 
 {{- define "premigrate.postgresqlImage" -}}
@@ -125,17 +91,6 @@ Object names.
 {{- end -}}
 {{- end }}
 
-{{- define "premigrate.migrateName" -}}
-{{- include "premigrate.fullname" . }}-migrate
-{{- end }}
-
-{{- define "premigrate.recordsName" -}}
-{{- include "premigrate.fullname" . }}-migrations
-{{- end }}
-
-{{- define "premigrate.gateName" -}}
-{{- include "premigrate.fullname" . }}-gate
-{{- end }}
 
 {{- define "premigrate.postgresqlName" -}}
 {{- include "premigrate.fullname" . }}-postgresql
@@ -182,74 +137,108 @@ The env list of the app container: the database URL, then env.
 {{- end }}
 
 {{/*
-The migration identity: the first 10 hex characters of the sha256 of everything the migration Job's pod
-template is made of: what determines the migration (image, command, args, app env + migration env, envFrom,
-the database secret) and the rest of the Job's spec (resources, the record step's image, retries, deadline,
-security contexts, the chart version). So a changed Job spec is always a new identity, and in job mode a new
-Job name: never a patch of an immutable pod template. It is the Job's premigrate.io/identity label, the app
-pods' premigrate.io/identity annotation and the gate's --identity.
+The migration machinery comes from the library chart premigrate-lib. "premigrate.lib" fills the dict given as
+"out" with the library's argument: the root context, the chart's names, and the library's values mapped from
+this chart's: the migration runs the app's image, command and env (the database URL first) unless the
+migration.* values say otherwise, and its pod takes the app pod's scheduling, security contexts, annotations,
+labels and volumes where migration.* leaves them null. Usage:
+
+  {{- $lib := dict -}}{{- include "premigrate.lib" (dict "root" . "out" $lib) -}}
+  {{ include "premigrate-lib.migrationJob" $lib }}
 */}}
+{{- define "premigrate.lib" -}}
+{{- $root := .root -}}
+{{- include "premigrate.validate" $root -}}
+{{- $V := $root.Values -}}
+{{- $m := $V.migration -}}
+{{- $image := dict "repository" $V.image.repository "tag" (include "premigrate.appTag" $root) "digest" $V.image.digest -}}
+{{- if $m.image.repository -}}
+{{- $image = dict "repository" $m.image.repository "tag" (toString ($m.image.tag | default (include "premigrate.appTag" $root))) "digest" $m.image.digest -}}
+{{- end -}}
+{{- $_ := set $image "pullPolicy" ($m.image.pullPolicy | default $V.image.pullPolicy) -}}
+{{- $appOr := dict -}}
+{{- range $k, $app := dict "podAnnotations" $V.podAnnotations "podLabels" $V.podLabels "nodeSelector" $V.nodeSelector "tolerations" $V.tolerations "affinity" $V.affinity "priorityClassName" $V.priorityClassName "extraVolumes" $V.extraVolumes "extraVolumeMounts" $V.extraVolumeMounts -}}
+{{- $_ = set $appOr $k (ternary $app (index $m $k) (kindIs "invalid" (index $m $k))) -}}
+{{- end -}}
+{{- $pod := dict
+  "annotations" $appOr.podAnnotations
+  "labels" $appOr.podLabels
+  "nodeSelector" $appOr.nodeSelector
+  "tolerations" $appOr.tolerations
+  "affinity" $appOr.affinity
+  "priorityClassName" $appOr.priorityClassName
+  "extraVolumes" $appOr.extraVolumes
+  "extraVolumeMounts" $appOr.extraVolumeMounts
+  "initContainers" $m.initContainers
+  "sidecars" $m.sidecars
+  "imagePullSecrets" $V.imagePullSecrets
+  "securityContext" $V.podSecurityContext
+  "containerSecurityContext" $V.securityContext -}}
+{{- $gateImage := merge (dict "tag" ($V.gate.image.tag | default $root.Chart.AppVersion)) $V.gate.image -}}
+{{- $gate := dict
+  "mode" (ternary "job" "none" (eq $V.gate.mode "job"))
+  "image" $gateImage
+  "delivery" $V.gate.delivery
+  "timeout" $V.gate.timeout
+  "progressInterval" $V.gate.progressInterval
+  "resources" $V.gate.resources
+  "serviceAccountName" (include "premigrate.serviceAccountName" $root) -}}
+{{- $values := dict
+  "enabled" $m.enabled
+  "mode" $m.mode
+  "image" $image
+  "command" ($m.command | default $V.command)
+  "args" $m.args
+  "env" (concat (include "premigrate.databaseEnv" $root | fromYamlArray) $V.env $m.env)
+  "envFrom" (concat $V.envFrom $m.envFrom)
+  "resources" $m.resources
+  "backoffLimit" $m.backoffLimit
+  "activeDeadlineSeconds" $m.activeDeadlineSeconds
+  "ttlSecondsAfterFinished" $m.ttlSecondsAfterFinished
+  "hookWeight" $m.hookWeight
+  "hookDeletePolicy" $m.hookDeletePolicy
+  "failFastExitCodes" $m.failFastExitCodes
+  "keepRecords" $m.keepRecords
+  "waitForPostgres" (ternary (printf "%s:5432" (include "premigrate.postgresqlName" $root)) "" $V.postgresql.enabled)
+  "pod" $pod
+  "serviceAccount" (dict "annotations" (dig "serviceAccount" "annotations" dict $m))
+  "gate" $gate -}}
+{{- $_ = set .out "root" $root -}}
+{{- $_ = set .out "values" $values -}}
+{{- $_ = set .out "fullname" (include "premigrate.fullname" $root) -}}
+{{- $_ = set .out "name" (include "premigrate.name" $root) -}}
+{{- end }}
+
+{{/*
+One value of the library's resolved configuration. Argument: dict "root" $ "key" KEY (see premigrate-lib.value).
+*/}}
+{{- define "premigrate.libValue" -}}
+{{- $lib := dict "key" .key -}}{{- include "premigrate.lib" (dict "root" .root "out" $lib) -}}
+{{- include "premigrate-lib.value" $lib -}}
+{{- end }}
+
 {{- define "premigrate.identity" -}}
-{{- $m := .Values.migration -}}
-{{- $database := dict "name" (include "premigrate.databaseSecretName" .) "key" (include "premigrate.databaseSecretKey" .) "env" .Values.database.urlEnvName -}}
-{{- $migration := dict "image" (include "premigrate.migrationImage" .) "pullPolicy" (include "premigrate.migrationPullPolicy" .) "command" ($m.command | default .Values.command) "args" $m.args "env" (concat .Values.env $m.env) "envFrom" (concat .Values.envFrom $m.envFrom) "database" $database -}}
-{{- $job := dict "resources" $m.resources "backoffLimit" $m.backoffLimit "activeDeadlineSeconds" $m.activeDeadlineSeconds "ttl" $m.ttlSecondsAfterFinished "failFast" $m.failFastExitCodes "keepRecords" $m.keepRecords -}}
-{{- $pod := dict "gateImage" (include "premigrate.gateImage" .) "gatePullPolicy" .Values.gate.image.pullPolicy "gateResources" .Values.gate.resources "gateDelivery" (include "premigrate.gateDelivery" .) "podSecurityContext" .Values.podSecurityContext "securityContext" .Values.securityContext "imagePullSecrets" .Values.imagePullSecrets "chart" .Chart.Version -}}
-{{- toJson (dict "migration" $migration "job" $job "pod" $pod) | sha256sum | trunc 10 -}}
-{{- end }}
-
-{{/*
-The records ConfigMap as the cluster has it (`lookup`; nothing under helm template): "missing", "owned"
-(carries this release's Helm ownership, so Helm adopts or keeps it) or "foreign" (it exists without it: the
-pre-install hook of a chart before 0.2.0, or one made by hand).
-*/}}
-{{- define "premigrate.recordsState" -}}
-{{- $cm := lookup "v1" "ConfigMap" .Release.Namespace (include "premigrate.recordsName" .) -}}
-{{- if not $cm -}}
-missing
-{{- else if eq (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $cm) .Release.Name -}}
-owned
-{{- else -}}
-foreign
-{{- end -}}
-{{- end }}
-
-{{/*
-True (non-empty) when the chart renders the records ConfigMap. Always, except in hook mode on an upgrade
-that finds a ConfigMap without this release's ownership: Helm would refuse to import it before any hook ran.
-`gate run` gives it the ownership metadata, and the next upgrade renders it.
-*/}}
-{{- define "premigrate.renderRecords" -}}
-{{- if and .Values.migration.enabled (or (ne .Values.migration.mode "hook") .Release.IsInstall (ne (include "premigrate.recordsState" .) "foreign")) -}}
-true
-{{- end -}}
-{{- end }}
-
-{{/*
-How the migration Job is rendered: "hook" (Helm hook), "plain" (release object named by the identity)
-or "argocd" (Argo CD Sync hook). In hook mode an install, and an upgrade that finds no records ConfigMap
-(migrations enabled on an installed release, the ConfigMap deleted by hand), render a plain Job: Helm then
-creates the records ConfigMap, the migration's RBAC and the Job together with the release (a pre-install
-hook would run before any of them exist, before the embedded database too), and the gate holds the app
-pods until the Job recorded its success. Every other upgrade runs the pre-upgrade hook.
-*/}}
-{{- define "premigrate.migrationJobKind" -}}
-{{- if eq .Values.migration.mode "job" -}}
-plain
-{{- else if eq .Values.migration.mode "argocd" -}}
-argocd
-{{- else if or .Release.IsInstall (eq (include "premigrate.recordsState" .) "missing") -}}
-plain
-{{- else -}}
-hook
-{{- end -}}
+{{- include "premigrate.libValue" (dict "root" . "key" "identity") -}}
 {{- end }}
 
 {{- define "premigrate.migrationJobName" -}}
-{{- if eq (include "premigrate.migrationJobKind" .) "plain" -}}
-{{- include "premigrate.migrateName" . }}-{{ include "premigrate.identity" . }}
-{{- else -}}
-{{- include "premigrate.migrateName" . -}}
+{{- include "premigrate.libValue" (dict "root" . "key" "jobName") -}}
+{{- end }}
+
+{{- define "premigrate.migrationJobKind" -}}
+{{- include "premigrate.libValue" (dict "root" . "key" "jobKind") -}}
+{{- end }}
+
+{{- define "premigrate.recordsName" -}}
+{{- include "premigrate.libValue" (dict "root" . "key" "recordsName") -}}
+{{- end }}
+
+{{/*
+Argo CD sync wave annotation (argocd mode only). Argument: dict "root" $ "wave" "N".
+*/}}
+{{- define "premigrate.syncWave" -}}
+{{- if eq .root.Values.migration.mode "argocd" -}}
+argocd.argoproj.io/sync-wave: {{ .wave | quote }}
 {{- end -}}
 {{- end }}
 
@@ -287,85 +276,13 @@ true
 {{- end }}
 
 {{/*
-Argo CD sync wave annotation (argocd mode only). Argument: dict "root" $ "wave" "N".
-*/}}
-{{- define "premigrate.syncWave" -}}
-{{- if eq .root.Values.migration.mode "argocd" -}}
-argocd.argoproj.io/sync-wave: {{ .wave | quote }}
-{{- end -}}
-{{- end }}
-
-{{/*
-Annotations of the migration's support objects (ServiceAccount, Role, RoleBinding). When the migration Job
-is a Helm hook they are hooks too (a hook runs before the release's objects are updated), deleted once the
-hooks ran, whether they succeeded or failed, so that nothing of them outlives the release. When the Job
-is a release object they are release objects; argocd mode: sync wave -1.
-*/}}
-{{- define "premigrate.supportAnnotations" -}}
-{{- if eq (include "premigrate.migrationJobKind" .) "hook" -}}
-helm.sh/hook: pre-upgrade
-helm.sh/hook-weight: "-10"
-helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded,hook-failed
-{{- else -}}
-{{- include "premigrate.syncWave" (dict "root" . "wave" "-1") -}}
-{{- end -}}
-{{- end }}
-
-{{/*
-Metadata of the records ConfigMap, as `gate run --create-records` creates it when it is missing (a
-pre-install hook runs before the release's objects exist; migrations enabled on an installed release; a
-ConfigMap deleted by hand): the labels the chart renders and Helm's ownership annotations, so Helm adopts
-it as the release object it renders. JSON.
-*/}}
-{{- define "premigrate.recordsMetadata" -}}
-{{- $labels := include "premigrate.labels" (dict "root" . "component" "migration") | fromYaml -}}
-{{- $annotations := dict "meta.helm.sh/release-name" .Release.Name "meta.helm.sh/release-namespace" .Release.Namespace -}}
-{{- toJson (dict "labels" $labels "annotations" $annotations) -}}
-{{- end }}
-
-{{/*
-Annotations of the migration Job.
-*/}}
-{{- define "premigrate.migrationJobAnnotations" -}}
-{{- $kind := include "premigrate.migrationJobKind" . -}}
-{{- if eq $kind "hook" -}}
-helm.sh/hook: pre-upgrade
-helm.sh/hook-weight: {{ .Values.migration.hookWeight | toString | quote }}
-helm.sh/hook-delete-policy: {{ .Values.migration.hookDeletePolicy }}
-helm.sh/hook-output-log-policy: hook-failed
-{{- else if eq $kind "argocd" -}}
-{{- $policies := list -}}
-{{- range splitList "," .Values.migration.hookDeletePolicy -}}
-{{- $p := trim . -}}
-{{- if eq $p "before-hook-creation" -}}{{- $policies = append $policies "BeforeHookCreation" -}}{{- end -}}
-{{- if eq $p "hook-succeeded" -}}{{- $policies = append $policies "HookSucceeded" -}}{{- end -}}
-{{- if eq $p "hook-failed" -}}{{- $policies = append $policies "HookFailed" -}}{{- end -}}
-{{- end -}}
-argocd.argoproj.io/hook: Sync
-argocd.argoproj.io/hook-delete-policy: {{ join "," $policies }}
-argocd.argoproj.io/sync-wave: "0"
-{{- end -}}
-{{- end }}
-
-{{/*
-The failFastExitCodes, sorted ascending (the API requires an ordered set).
-*/}}
-{{- define "premigrate.failFastExitCodes" -}}
-{{- $padded := list -}}
-{{- range .Values.migration.failFastExitCodes -}}
-{{- $padded = append $padded (printf "%03d" (int .)) -}}
-{{- end -}}
-{{- $codes := list -}}
-{{- range (sortAlpha $padded | uniq) -}}
-{{- $codes = append $codes (atoi .) -}}
-{{- end -}}
-{{- toJson $codes -}}
-{{- end }}
-
-{{/*
-Checks of values that the schema cannot express. Included by the Deployment, which is always rendered.
+Checks of values that the schema cannot express. Included by the Deployment, which is always rendered, and by
+"premigrate.lib", so they come before the library's own checks.
 */}}
 {{- define "premigrate.validate" -}}
+{{- if and .Values.migration.enabled (not (.Values.migration.command | default .Values.command)) -}}
+{{- fail "migration.command (or command) must name the migration's executable, e.g. [/app/migrate]: the gate runs it and records its success, so the image's entrypoint cannot be implied" -}}
+{{- end -}}
 {{- if and .Values.postgresql.enabled .Values.database.existingSecret -}}
 {{- fail "database.existingSecret must be empty when postgresql.enabled is true: choose the embedded database or an external one" -}}
 {{- end -}}

@@ -1,0 +1,235 @@
+{{/*
+premigrate-lib: every public template takes one argument, a dict:
+
+  root      the chart's root context ($)
+  values    the values subtree that configures the migration (any key of the chart's values; see README.md)
+  fullname  optional: the prefix of the object names (default: <release>-<chart>, like `helm create`)
+  name      optional: the app.kubernetes.io/name label (default: the chart's name)
+
+"premigrate-lib.config" resolves that dict into the configuration every template reads: the values with
+their defaults, the names, the identity and how the Job is rendered. A template cannot return a dict, so it
+fills the dict given as "out":
+
+  {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+*/}}
+
+{{/*
+The gate's version: the default tag of the gate image. It is the library's appVersion (a test keeps the two
+equal): the parent chart's appVersion is the app's, not the gate's.
+*/}}
+{{- define "premigrate-lib.gateVersion" -}}
+0.2.0
+{{- end }}
+
+{{- define "premigrate-lib.config" -}}
+{{- $in := .in -}}
+{{- $c := .out -}}
+{{- $root := $in.root -}}
+{{- $v := $in.values | default dict -}}
+{{- $_ := set $c "root" $root -}}
+{{- $_ = set $c "enabled" (ternary $v.enabled true (hasKey $v "enabled")) -}}
+{{- $_ = set $c "mode" ($v.mode | default "hook") -}}
+{{- /* names */ -}}
+{{- $name := $in.name | default $root.Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- $full := $in.fullname -}}
+{{- if not $full -}}
+{{- $full = ternary $root.Release.Name (printf "%s-%s" $root.Release.Name $root.Chart.Name) (contains $root.Chart.Name $root.Release.Name) -}}
+{{- end -}}
+{{- /* at most 40 characters: the longest derived name, <fullname>-migrate-<identity>, is also the value of the
+Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 characters and gets a dash and
+6 hex characters of its sha256, so two long names that share a prefix never collide. */ -}}
+{{- if gt (len $full) 40 -}}
+{{- $full = printf "%s-%s" ($full | trunc 33 | trimSuffix "-") ($full | sha256sum | trunc 6) -}}
+{{- else -}}
+{{- $full = $full | trimSuffix "-" -}}
+{{- end -}}
+{{- $_ = set $c "name" $name -}}
+{{- $_ = set $c "fullname" $full -}}
+{{- $_ = set $c "migrateName" (printf "%s-migrate" $full) -}}
+{{- $_ = set $c "recordsName" (printf "%s-migrations" $full) -}}
+{{- $_ = set $c "gateName" (printf "%s-gate" $full) -}}
+{{- /* the migration container */ -}}
+{{- $image := $v.image | default dict -}}
+{{- $_ = set $c "image" (include "premigrate-lib.imageRef" (dict "image" $image "tag" $root.Chart.AppVersion)) -}}
+{{- $_ = set $c "pullPolicy" ($image.pullPolicy | default "IfNotPresent") -}}
+{{- $_ = set $c "command" ($v.command | default list) -}}
+{{- $_ = set $c "args" ($v.args | default list) -}}
+{{- $_ = set $c "env" ($v.env | default list) -}}
+{{- $_ = set $c "envFrom" ($v.envFrom | default list) -}}
+{{- $_ = set $c "resources" ($v.resources | default dict) -}}
+{{- /* the Job */ -}}
+{{- $_ = set $c "backoffLimit" (ternary $v.backoffLimit 2 (hasKey $v "backoffLimit")) -}}
+{{- $_ = set $c "activeDeadlineSeconds" (ternary $v.activeDeadlineSeconds 900 (hasKey $v "activeDeadlineSeconds")) -}}
+{{- $_ = set $c "ttlSecondsAfterFinished" $v.ttlSecondsAfterFinished -}}
+{{- $_ = set $c "hookWeight" (ternary $v.hookWeight 0 (hasKey $v "hookWeight")) -}}
+{{- $_ = set $c "hookDeletePolicy" ($v.hookDeletePolicy | default "before-hook-creation") -}}
+{{- $_ = set $c "failFastExitCodes" (ternary $v.failFastExitCodes (list 3) (hasKey $v "failFastExitCodes")) -}}
+{{- $_ = set $c "keepRecords" (ternary $v.keepRecords 20 (hasKey $v "keepRecords")) -}}
+{{- $_ = set $c "waitForPostgres" ($v.waitForPostgres | default "") -}}
+{{- /* the migration pod */ -}}
+{{- $pod := $v.pod | default dict -}}
+{{- $p := dict -}}
+{{- range $k := list "annotations" "labels" "nodeSelector" "affinity" -}}
+{{- $_ = set $p $k (get $pod $k | default dict) -}}
+{{- end -}}
+{{- range $k := list "tolerations" "imagePullSecrets" "extraVolumes" "extraVolumeMounts" "initContainers" "sidecars" "topologySpreadConstraints" -}}
+{{- $_ = set $p $k (get $pod $k | default list) -}}
+{{- end -}}
+{{- $_ = set $p "priorityClassName" ($pod.priorityClassName | default "") -}}
+{{- /* restricted Pod Security unless the values say otherwise ({} drops it) */ -}}
+{{- $restrictedPod := dict "runAsNonRoot" true "seccompProfile" (dict "type" "RuntimeDefault") -}}
+{{- $restrictedContainer := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true "capabilities" (dict "drop" (list "ALL")) -}}
+{{- $_ = set $p "securityContext" (ternary $pod.securityContext $restrictedPod (hasKey $pod "securityContext")) -}}
+{{- $_ = set $p "containerSecurityContext" (ternary $pod.containerSecurityContext $restrictedContainer (hasKey $pod "containerSecurityContext")) -}}
+{{- $_ = set $c "pod" $p -}}
+{{- $sa := $v.serviceAccount | default dict -}}
+{{- $_ = set $c "serviceAccountAnnotations" ($sa.annotations | default dict) -}}
+{{- /* the gate */ -}}
+{{- $g := $v.gate | default dict -}}
+{{- $gateImage := $g.image | default dict -}}
+{{- $gate := dict -}}
+{{- $_ = set $gate "mode" ($g.mode | default "job") -}}
+{{- $_ = set $gate "image" (include "premigrate-lib.imageRef" (dict "image" (merge (dict) $gateImage (dict "repository" "premigrate/gate")) "tag" (include "premigrate-lib.gateVersion" .))) -}}
+{{- $_ = set $gate "pullPolicy" ($gateImage.pullPolicy | default "IfNotPresent") -}}
+{{- $delivery := $g.delivery | default "initContainer" -}}
+{{- if eq $delivery "auto" -}}
+{{- $delivery = ternary "imageVolume" "initContainer" (semverCompare ">=1.35.0-0" $root.Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- $_ = set $gate "delivery" $delivery -}}
+{{- $_ = set $gate "timeout" ($g.timeout | default "15m") -}}
+{{- $_ = set $gate "progressInterval" ($g.progressInterval | default "10s") -}}
+{{- $_ = set $gate "resources" ($g.resources | default dict) -}}
+{{- $_ = set $gate "serviceAccountName" ($g.serviceAccountName | default "") -}}
+{{- $_ = set $c "gate" $gate -}}
+{{- $_ = set $c "identityExtra" ($v.identityExtra | default dict) -}}
+{{- include "premigrate-lib.validate" $c -}}
+{{- /* derived */ -}}
+{{- $_ = set $c "identity" (include "premigrate-lib.computeIdentity" $c) -}}
+{{- $_ = set $c "recordsState" (include "premigrate-lib.recordsState" $c) -}}
+{{- $kind := "hook" -}}
+{{- if eq $c.mode "job" -}}
+{{- $kind = "plain" -}}
+{{- else if eq $c.mode "argocd" -}}
+{{- $kind = "argocd" -}}
+{{- else if or $root.Release.IsInstall (eq $c.recordsState "missing") -}}
+{{- $kind = "plain" -}}
+{{- end -}}
+{{- $_ = set $c "jobKind" $kind -}}
+{{- $_ = set $c "jobName" (ternary (printf "%s-%s" $c.migrateName $c.identity) $c.migrateName (eq $kind "plain")) -}}
+{{- $_ = set $c "gateEnabled" (and $c.enabled (eq $gate.mode "job")) -}}
+{{- end }}
+
+{{/*
+An image reference: repository@digest when a digest is set, else repository:tag.
+Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG.
+*/}}
+{{- define "premigrate-lib.imageRef" -}}
+{{- if not .image.repository -}}
+{{- fail "premigrate-lib: the migration's image.repository is required (usually the app's image)" -}}
+{{- end -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .image.repository (toString (default .tag .image.tag)) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The migration identity: the first 10 hex characters of the sha256 of everything the migration Job's pod
+template is made of: what determines the migration (image, pull policy, command, args, env, envFrom) and
+the rest of the Job (resources, retries, deadline, TTL, fail-fast codes, kept records, the database it waits
+for), the pod (the gate image and how it is delivered, security contexts, pull secrets, annotations, labels,
+scheduling, priority, volumes, init containers and sidecars, the ServiceAccount's annotations), the chart's
+version, the library's version and identityExtra. So a changed Job spec is always a new identity, and a plain
+Job a new name: never a patch of an immutable pod template. It is the Job's premigrate.io/identity label, the
+app pods' premigrate.io/identity annotation and the gate's --identity.
+*/}}
+{{- define "premigrate-lib.computeIdentity" -}}
+{{- $migration := dict "image" .image "pullPolicy" .pullPolicy "command" .command "args" .args "env" .env "envFrom" .envFrom -}}
+{{- $job := dict "resources" .resources "backoffLimit" .backoffLimit "activeDeadlineSeconds" .activeDeadlineSeconds "ttl" .ttlSecondsAfterFinished "failFast" .failFastExitCodes "keepRecords" .keepRecords "waitForPostgres" .waitForPostgres -}}
+{{- $pod := dict "gateImage" .gate.image "gatePullPolicy" .gate.pullPolicy "gateResources" .gate.resources "gateDelivery" .gate.delivery "pod" .pod "serviceAccountAnnotations" .serviceAccountAnnotations -}}
+{{- $versions := dict "chart" .root.Chart.Version "library" (include "premigrate-lib.gateVersion" .) -}}
+{{- toJson (dict "migration" $migration "job" $job "pod" $pod "versions" $versions "extra" .identityExtra) | sha256sum | trunc 10 -}}
+{{- end }}
+
+{{/*
+The records ConfigMap as the cluster has it (`lookup`; nothing under helm template): "missing", "owned"
+(it carries this release's Helm ownership, so Helm adopts or keeps it) or "foreign" (it exists without it:
+the pre-install hook of premigrate before 0.2.0, or one made by hand).
+*/}}
+{{- define "premigrate-lib.recordsState" -}}
+{{- $cm := lookup "v1" "ConfigMap" .root.Release.Namespace .recordsName -}}
+{{- if not $cm -}}
+missing
+{{- else if eq (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $cm) .root.Release.Name -}}
+owned
+{{- else -}}
+foreign
+{{- end -}}
+{{- end }}
+
+{{/*
+Checks of the values. Argument: the resolved configuration.
+*/}}
+{{- define "premigrate-lib.validate" -}}
+{{- if not (has .mode (list "hook" "job" "argocd")) -}}
+{{- fail (printf "premigrate-lib: mode %q is not one of hook, job, argocd" .mode) -}}
+{{- end -}}
+{{- if not (has .gate.mode (list "job" "none")) -}}
+{{- fail (printf "premigrate-lib: gate.mode %q is not one of job, none" .gate.mode) -}}
+{{- end -}}
+{{- if not (has .gate.delivery (list "initContainer" "imageVolume")) -}}
+{{- fail (printf "premigrate-lib: gate.delivery %q is not one of initContainer, imageVolume, auto" .gate.delivery) -}}
+{{- end -}}
+{{- if and .enabled (not .command) -}}
+{{- fail "premigrate-lib: command must name the migration's executable, e.g. [/app/migrate]: the gate runs it and records its success, so the image's entrypoint cannot be implied" -}}
+{{- end -}}
+{{- if and .enabled (eq .gate.mode "job") (has .gate.serviceAccountName (list "" "default")) -}}
+{{- fail "premigrate-lib: gate.serviceAccountName must name the app pods' own ServiceAccount (not empty, not default): the gate reads the migration Job and records with its token, and the chart will not grant the namespace's default ServiceAccount, which every other pod uses, that access" -}}
+{{- end -}}
+{{- range .pod.sidecars -}}
+{{- if ne (toString .restartPolicy) "Always" -}}
+{{- fail (printf "premigrate-lib: pod.sidecars[%s] needs restartPolicy: Always (a native sidecar): the Job completes when the migrate container exits, and a sidecar without it would keep the pod running" (toString .name)) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Labels. Argument: dict "c" CONFIG "component" NAME.
+*/}}
+{{- define "premigrate-lib.selectorLabels" -}}
+app.kubernetes.io/name: {{ .c.name }}
+app.kubernetes.io/instance: {{ .c.root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "premigrate-lib.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .c.root.Chart.Name .c.root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "premigrate-lib.selectorLabels" . }}
+app.kubernetes.io/version: {{ .c.root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .c.root.Release.Service }}
+{{- end }}
+
+{{/*
+Argo CD sync wave annotation (argocd mode only). Argument: dict "c" CONFIG "wave" "N".
+*/}}
+{{- define "premigrate-lib.syncWaveOf" -}}
+{{- if eq .c.mode "argocd" -}}
+argocd.argoproj.io/sync-wave: {{ .wave | quote }}
+{{- end -}}
+{{- end }}
+
+{{/*
+Annotations of the migration's ServiceAccount, Role and RoleBinding. When the Job is a Helm hook they are
+hooks too (a hook runs before the release's objects are updated), deleted once the hooks ran, whether they
+succeeded or failed, so that nothing of them outlives the release. Else release objects; argocd: wave -1.
+*/}}
+{{- define "premigrate-lib.supportAnnotations" -}}
+{{- if eq .jobKind "hook" -}}
+helm.sh/hook: pre-upgrade
+helm.sh/hook-weight: "-10"
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded,hook-failed
+{{- else -}}
+{{- include "premigrate-lib.syncWaveOf" (dict "c" . "wave" "-1") -}}
+{{- end -}}
+{{- end }}

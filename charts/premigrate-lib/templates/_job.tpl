@@ -1,0 +1,257 @@
+{{/*
+The migration Job (empty when the migration is disabled). Argument: dict "root" $ "values" SUBTREE
+[ "fullname" NAME ] [ "name" NAME ].
+*/}}
+{{- define "premigrate-lib.migrationJob" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.enabled -}}
+{{- $failFast := include "premigrate-lib.sortedCodes" $c.failFastExitCodes | fromJsonArray -}}
+{{- $p := $c.pod -}}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ $c.jobName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+    premigrate.io/identity: {{ $c.identity | quote }}
+  {{- with include "premigrate-lib.jobAnnotations" $c }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+spec:
+  parallelism: 1
+  completions: 1
+  backoffLimit: {{ $c.backoffLimit }}
+  activeDeadlineSeconds: {{ $c.activeDeadlineSeconds }}
+  {{- /* The TTL applies to the Jobs that would pile up: the hook Jobs, and every Job of job mode. Hook mode's
+  plain Job (an install) is removed by the next upgrade anyway, and Helm 3's --wait --wait-for-jobs fails with
+  "jobs.batch not found" on a release Job that a short TTL deleted while it still waited. */}}
+  {{- if and (not (kindIs "invalid" $c.ttlSecondsAfterFinished)) (or (ne $c.mode "hook") (eq $c.jobKind "hook")) }}
+  ttlSecondsAfterFinished: {{ $c.ttlSecondsAfterFinished }}
+  {{- end }}
+  podFailurePolicy:
+    rules:
+      {{- if $failFast }}
+      - action: FailJob
+        onExitCodes:
+          containerName: migrate
+          operator: In
+          values: {{ toJson $failFast }}
+      {{- end }}
+      {{- /* status is written out although it defaults to "True": the rules list is atomic, and a field
+      the API server fills in would make every kubectl apply of an unchanged rendering a change */}}
+      - action: Ignore
+        onPodConditions:
+          - type: DisruptionTarget
+            status: "True"
+  template:
+    metadata:
+      {{- /* Only stable labels: the pod template of a Job is immutable, and in job mode the same Job
+      name (same identity) is re-applied by every upgrade. */}}
+      labels:
+        {{- with $p.labels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+        {{- include "premigrate-lib.selectorLabels" (dict "c" $c "component" "migration") | nindent 8 }}
+        premigrate.io/identity: {{ $c.identity | quote }}
+      {{- with $p.annotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      restartPolicy: Never
+      serviceAccountName: {{ $c.migrateName }}
+      automountServiceAccountToken: true
+      {{- with $p.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      {{- with $p.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $p.securityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- /* The migration runs as the main container, so its log is the container log Helm prints when the
+      hook fails (hook-output-log-policy). The gate wraps the user's command: it records the identity only
+      when the command exits 0, and exits with the command's code. The gate binary reaches the container
+      as an image volume of the gate image, or (gate.delivery initContainer) copied by an init container
+      through an emptyDir. The values' init containers run next, then the native sidecars (restartPolicy
+      Always, e.g. a database proxy), which run beside the migration and stop when it exits. */}}
+      {{- if or (eq $c.gate.delivery "initContainer") $p.initContainers $p.sidecars }}
+      initContainers:
+        {{- if eq $c.gate.delivery "initContainer" }}
+        - name: install-gate
+          image: {{ $c.gate.image }}
+          imagePullPolicy: {{ $c.gate.pullPolicy }}
+          command:
+            - /gate
+          args:
+            - copy
+            - --to
+            - /premigrate/gate
+          volumeMounts:
+            - name: premigrate
+              mountPath: /premigrate
+          {{- with $c.gate.resources }}
+          resources:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with $p.containerSecurityContext }}
+          securityContext:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+        {{- end }}
+        {{- with $p.initContainers }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+        {{- with $p.sidecars }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- end }}
+      containers:
+        - name: migrate
+          image: {{ $c.image }}
+          imagePullPolicy: {{ $c.pullPolicy }}
+          command:
+            - /premigrate/gate
+            - run
+            - --identity
+            - {{ $c.identity | quote }}
+            - --records
+            - {{ $c.recordsName }}
+            - --job
+            - $(JOB_NAME)
+            - --keep
+            - {{ $c.keepRecords | toString | quote }}
+            - --create-records
+            - {{ include "premigrate-lib.recordsMetadata" $c | quote }}
+            {{- if eq $c.jobKind "hook" }}
+            - --own-job
+            {{- end }}
+            {{- /* a plain Job starts with the release, the database perhaps not yet up: it waits for
+            PostgreSQL. The pre-upgrade hook does not: the database is running, and when it is down the
+            migration must fail the upgrade at once, not hang until Helm's timeout. */}}
+            {{- if and $c.waitForPostgres (ne $c.jobKind "hook") }}
+            - --wait-for-postgres
+            - {{ $c.waitForPostgres | quote }}
+            {{- end }}
+            - --
+            {{- toYaml $c.command | nindent 12 }}
+          {{- with $c.args }}
+          args:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          env:
+            {{- with $c.env }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+            - name: PREMIGRATE_IDENTITY
+              value: {{ $c.identity | quote }}
+            - name: JOB_NAME
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.labels['batch.kubernetes.io/job-name']
+            - name: POD_NAMESPACE
+              valueFrom:
+                fieldRef:
+                  fieldPath: metadata.namespace
+          {{- with $c.envFrom }}
+          envFrom:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          volumeMounts:
+            - name: premigrate
+              mountPath: /premigrate
+              readOnly: true
+            {{- with $p.extraVolumeMounts }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- with $c.resources }}
+          resources:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with $p.containerSecurityContext }}
+          securityContext:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+      volumes:
+        - name: premigrate
+          {{- if eq $c.gate.delivery "imageVolume" }}
+          image:
+            reference: {{ $c.gate.image }}
+            pullPolicy: {{ $c.gate.pullPolicy }}
+          {{- else }}
+          emptyDir:
+            sizeLimit: 64Mi
+          {{- end }}
+        {{- with $p.extraVolumes }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with $p.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $p.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $p.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $p.topologySpreadConstraints }}
+      topologySpreadConstraints:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Annotations of the migration Job. Argument: the resolved configuration.
+*/}}
+{{- define "premigrate-lib.jobAnnotations" -}}
+{{- if eq .jobKind "hook" -}}
+helm.sh/hook: pre-upgrade
+helm.sh/hook-weight: {{ .hookWeight | toString | quote }}
+helm.sh/hook-delete-policy: {{ .hookDeletePolicy }}
+helm.sh/hook-output-log-policy: hook-failed
+{{- else if eq .jobKind "argocd" -}}
+{{- $policies := list -}}
+{{- range splitList "," .hookDeletePolicy -}}
+{{- $p := trim . -}}
+{{- if eq $p "before-hook-creation" -}}{{- $policies = append $policies "BeforeHookCreation" -}}{{- end -}}
+{{- if eq $p "hook-succeeded" -}}{{- $policies = append $policies "HookSucceeded" -}}{{- end -}}
+{{- if eq $p "hook-failed" -}}{{- $policies = append $policies "HookFailed" -}}{{- end -}}
+{{- end -}}
+argocd.argoproj.io/hook: Sync
+argocd.argoproj.io/hook-delete-policy: {{ join "," $policies }}
+argocd.argoproj.io/sync-wave: "0"
+{{- end -}}
+{{- end }}
+
+{{/*
+Exit codes sorted ascending without duplicates (the API requires an ordered set). Argument: the list. JSON.
+*/}}
+{{- define "premigrate-lib.sortedCodes" -}}
+{{- $padded := list -}}
+{{- range . -}}
+{{- $padded = append $padded (printf "%03d" (int .)) -}}
+{{- end -}}
+{{- $codes := list -}}
+{{- range (sortAlpha $padded | uniq) -}}
+{{- $codes = append $codes (atoi .) -}}
+{{- end -}}
+{{- toJson $codes -}}
+{{- end }}
+
+{{/*
+Metadata of the records ConfigMap, as `gate run --create-records` creates it when it is missing: the labels
+the chart renders and Helm's ownership annotations, so Helm adopts it as the release object it renders. JSON.
+*/}}
+{{- define "premigrate-lib.recordsMetadata" -}}
+{{- $labels := include "premigrate-lib.labels" (dict "c" . "component" "migration") | fromYaml -}}
+{{- $annotations := dict "meta.helm.sh/release-name" .root.Release.Name "meta.helm.sh/release-namespace" .root.Release.Namespace -}}
+{{- toJson (dict "labels" $labels "annotations" $annotations) -}}
+{{- end }}

@@ -1,0 +1,201 @@
+{{/*
+The objects beside the migration Job. Each takes the same argument as premigrate-lib.migrationJob and renders
+nothing when it is not needed.
+*/}}
+
+{{/*
+The records ConfigMap: identity -> completion, written by `gate run`. A release object in every mode, so helm
+uninstall deletes it (and, through their owner reference, the hook Jobs that ran). The chart renders no data,
+so neither an upgrade, an adoption nor a re-sync removes the records. Not rendered in hook mode on an upgrade
+that finds a ConfigMap without this release's ownership: Helm would refuse to import it before any hook ran;
+`gate run` gives it the ownership, and the next upgrade renders it.
+*/}}
+{{- define "premigrate-lib.recordsConfigMap" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if and $c.enabled (or (ne $c.mode "hook") $c.root.Release.IsInstall (ne $c.recordsState "foreign")) -}}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ $c.recordsName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- with include "premigrate-lib.syncWaveOf" (dict "c" $c "wave" "-1") }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The migration's ServiceAccount: its token is mounted in the migration pod only.
+*/}}
+{{- define "premigrate-lib.migrationServiceAccount" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.enabled -}}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $c.migrateName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- $annotations := merge (dict) (include "premigrate-lib.supportAnnotations" $c | fromYaml) $c.serviceAccountAnnotations }}
+  {{- with $annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+automountServiceAccountToken: false
+{{- end }}
+{{- end }}
+
+{{/*
+The migration's Role: read and write its records ConfigMap only; create a ConfigMap (when the records are
+missing); in hook mode, patch its own Job (to make the records ConfigMap its owner).
+*/}}
+{{- define "premigrate-lib.migrationRole" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.enabled -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $c.migrateName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- with include "premigrate-lib.supportAnnotations" $c }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+rules:
+  - apiGroups:
+      - ""
+    resources:
+      - configmaps
+    resourceNames:
+      - {{ $c.recordsName }}
+    verbs:
+      - get
+      - update
+      - patch
+  {{- /* create cannot be limited to a name: it lets `gate run` create the records ConfigMap when it is
+  missing (migrations enabled later; a ConfigMap deleted by hand). It cannot read or change any other
+  ConfigMap. */}}
+  - apiGroups:
+      - ""
+    resources:
+      - configmaps
+    verbs:
+      - create
+  {{- if eq $c.jobKind "hook" }}
+  {{- /* a hook Job makes the records ConfigMap its owner (`gate run --own-job`), so helm uninstall, which
+  deletes the ConfigMap, garbage-collects the hook Job that Helm itself never deletes */}}
+  - apiGroups:
+      - batch
+    resources:
+      - jobs
+    resourceNames:
+      - {{ $c.jobName }}
+    verbs:
+      - patch
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "premigrate-lib.migrationRoleBinding" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.enabled -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $c.migrateName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- with include "premigrate-lib.supportAnnotations" $c }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $c.migrateName }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $c.migrateName }}
+    namespace: {{ $c.root.Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/*
+The gate's Role: get, list and watch the migration Job and the records ConfigMap, by name.
+*/}}
+{{- define "premigrate-lib.gateRole" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.gateEnabled -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $c.gateName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "gate") | nindent 4 }}
+  {{- with include "premigrate-lib.syncWaveOf" (dict "c" $c "wave" "-1") }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+rules:
+  - apiGroups:
+      - batch
+    resources:
+      - jobs
+    resourceNames:
+      - {{ $c.jobName }}
+    verbs:
+      - get
+      - list
+      - watch
+  - apiGroups:
+      - ""
+    resources:
+      - configmaps
+    resourceNames:
+      - {{ $c.recordsName }}
+    verbs:
+      - get
+      - list
+      - watch
+{{- end }}
+{{- end }}
+
+{{- define "premigrate-lib.gateRoleBinding" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.gateEnabled -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $c.gateName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "gate") | nindent 4 }}
+  {{- with include "premigrate-lib.syncWaveOf" (dict "c" $c "wave" "-1") }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $c.gateName }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $c.gate.serviceAccountName }}
+    namespace: {{ $c.root.Release.Namespace }}
+{{- end }}
+{{- end }}
+
+{{/*
+Every object above, as documents separated by `---`: one include for a chart that does not keep one object
+per template.
+*/}}
+{{- define "premigrate-lib.all" -}}
+{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "migrationJob" }}
+{{- with include (printf "premigrate-lib.%s" $t) $ }}
+---
+{{ . }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,133 @@
+{{/*
+What the app's pod template takes from the library. Each takes the same argument as
+premigrate-lib.migrationJob and renders nothing when the migration (or the gate) is off, so a chart can
+include them unconditionally:
+
+  metadata.annotations   premigrate-lib.podAnnotations     the identity the pod waits for
+  initContainers         premigrate-lib.gateInitContainer  wait-for-migration, first of the list
+  containers[].env       premigrate-lib.identityEnv        PREMIGRATE_IDENTITY, for the app's own checks
+  volumes                premigrate-lib.gateVolume         the gate's projected API token
+  Deployment annotations premigrate-lib.deploymentAnnotations   argocd: sync wave 1 (after the Job)
+*/}}
+
+{{- define "premigrate-lib.identity" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- $c.identity -}}
+{{- end }}
+
+{{- define "premigrate-lib.podAnnotations" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.enabled -}}
+premigrate.io/identity: {{ $c.identity | quote }}
+{{- end -}}
+{{- end }}
+
+{{- define "premigrate-lib.deploymentAnnotations" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- include "premigrate-lib.syncWaveOf" (dict "c" $c "wave" "1") -}}
+{{- end }}
+
+{{- define "premigrate-lib.identityEnv" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.enabled -}}
+- name: PREMIGRATE_IDENTITY
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.annotations['premigrate.io/identity']
+{{- end -}}
+{{- end }}
+
+{{/*
+The init container that holds the pod until the migration of its identity has succeeded: it watches the
+Job rendered for this release (by exact name) and the records ConfigMap, with the API token of the volume
+premigrate-lib.gateVolume (the app's containers get none). A list item.
+*/}}
+{{- define "premigrate-lib.gateInitContainer" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.gateEnabled -}}
+- name: wait-for-migration
+  image: {{ $c.gate.image }}
+  imagePullPolicy: {{ $c.gate.pullPolicy }}
+  command:
+    - /gate
+  args:
+    - wait
+    - --identity
+    - {{ $c.identity | quote }}
+    - --records
+    - {{ $c.recordsName }}
+    - --job
+    - {{ $c.jobName | quote }}
+    - --timeout
+    - {{ $c.gate.timeout | quote }}
+    - --progress-interval
+    - {{ $c.gate.progressInterval | quote }}
+  env:
+    - name: POD_NAMESPACE
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.namespace
+  volumeMounts:
+    - name: premigrate-gate-token
+      mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+      readOnly: true
+  {{- with $c.gate.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.pod.containerSecurityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+{{- end }}
+
+{{/*
+The gate's API token, CA and namespace as a projected volume. A list item.
+*/}}
+{{- define "premigrate-lib.gateVolume" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.gateEnabled -}}
+- name: premigrate-gate-token
+  projected:
+    defaultMode: 0444
+    sources:
+      - serviceAccountToken:
+          path: token
+          expirationSeconds: 3607
+      - configMap:
+          name: kube-root-ca.crt
+          items:
+            - key: ca.crt
+              path: ca.crt
+      - downwardAPI:
+          items:
+            - path: namespace
+              fieldRef:
+                apiVersion: v1
+                fieldPath: metadata.namespace
+{{- end -}}
+{{- end }}
+
+{{/*
+The least progressDeadlineSeconds of a Deployment whose pods wait for the migration: the migration's
+deadline plus two minutes, never below Kubernetes' default of 600, so a long migration does not mark the
+rollout failed before the migration itself would fail.
+*/}}
+{{- define "premigrate-lib.progressDeadlineSeconds" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.gateEnabled -}}
+{{- max 600 (add (int $c.activeDeadlineSeconds) 120) -}}
+{{- else -}}
+600
+{{- end -}}
+{{- end }}
+
+{{/*
+One value of the resolved configuration, as a string: "identity", "jobName", "jobKind" (hook, plain or
+argocd), "recordsName", "migrateName", "gateName", "fullname". Argument: the usual dict plus "key".
+*/}}
+{{- define "premigrate-lib.value" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- index $c .key | toString -}}
+{{- end }}
