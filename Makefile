@@ -8,7 +8,7 @@ export GOFLAGS ?= -buildvcs=false
 BIN := $(CURDIR)/bin
 export PATH := $(BIN):$(PATH)
 CHART := charts/premigrate
-DEPENDENT_CHARTS := $(CHART)
+DEPENDENT_CHARTS := $(CHART) examples/ledger/chart
 KIND_CLUSTER_NAME ?= premigrate
 export KIND_CLUSTER_NAME
 GO_PKGS_UNIT := ./cmd/... ./internal/... ./hack/...
@@ -43,7 +43,7 @@ cluster-down: ## delete the kind cluster
 
 .PHONY: fmt-check
 fmt-check:
-	@out=$$(gofmt -l cmd internal hack test); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l cmd internal hack test examples); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
 lint: tools chart-deps fmt-check ## gofmt, go vet, golangci-lint, helm lint (3 and 4), ct lint, helm-docs drift, kubeconform, yamllint

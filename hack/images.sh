@@ -4,6 +4,7 @@
 #   premigrate/gate:<appVersion>         static /gate, nonroot, no shell
 #   premigrate/demo:v1..v7, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
 #   premigrate/postgres:15               Debian bookworm's PostgreSQL 15 with the official image's interface
+#   premigrate/ledger:<its appVersion>   the adopter example's app (examples/ledger)
 #   premigrate/bench-poller:dev          kubectl polling every 2 s: the baseline of make bench
 #   premigrate/gate, premigrate/demo at the previous release's appVersion (hack/previous-release)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,6 +22,7 @@ for c in gate demo postgres-init; do
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$APP_VERSION" -o "$W/$c" "./cmd/$c"
 done
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/bench-poller" ./hack/bench-poller
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/ledger" ./examples/ledger/app
 
 # a distroless-like base: passwd/group with nonroot (65532) and postgres (999), a sticky /tmp
 B=$W/base; mkdir -p "$B/etc" "$B/tmp"; chmod 1777 "$B/tmp"
@@ -39,6 +41,12 @@ demo_image() { # demo_image TAG DEMO_VERSION
 for v in $(seq 1 "$DEMO_VERSIONS"); do demo_image "v$v" "$v"; done
 demo_image "$APP_VERSION" 1
 say "images premigrate/demo:v1..v$DEMO_VERSIONS (v1 also :$APP_VERSION)"
+
+# the adopter example's app (examples/ledger), its version from its chart
+LEDGER_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/examples/ledger/chart/Chart.yaml")
+mk -o "$OUT/ledger.tar" -tag "premigrate/ledger:$LEDGER_VERSION" -dir "$B:/" -layer x -file "$W/ledger:/ledger" \
+  -entrypoint /ledger -user 65532:65532 -env "$PATH_ENV"
+say "image premigrate/ledger:$LEDGER_VERSION (the adopter example)"
 
 # the benchmark's baseline: kubectl polling every 2 s, as the common wait-for init container does
 KUBECTL=$REPO_ROOT/bin/kubectl

@@ -10,7 +10,8 @@ check() { local name=$1; shift; if "$@" >"$LOGS/lint-$name.log" 2>&1; then say "
 
 check go-vet go vet ./...
 check golangci-lint golangci-lint run ./...
-for h in helm helm4; do check "$h-lint" "$h" lint --strict "$CHART" charts/premigrate-lib; done
+EXAMPLE=examples/ledger/chart
+for h in helm helm4; do check "$h-lint" "$h" lint --strict "$CHART" charts/premigrate-lib "$EXAMPLE"; done
 for f in "$CHART"/ci/*-values.yaml; do check "helm-lint-$(basename "$f" .yaml)" helm lint --strict "$CHART" -f "$f"; done
 check yamllint yamllint -c .yamllint.yaml ct.yaml .yamllint.yaml "$CHART/Chart.yaml" "$CHART/values.yaml" "$CHART/ci" charts/premigrate-lib/Chart.yaml
 # chart-testing: yamale (its chart-schema check) is not packaged for Debian, so that one check is off here
@@ -31,6 +32,9 @@ kubeconform_all() {
     helm template kc "$CHART" "${args[@]}" | kubeconform -strict -summary -kubernetes-version "${K8S_VERSION#v}" \
       -schema-location "$REPO_ROOT/bin/kubeconform-schemas/{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json" || return 1
   done
+  echo "== the adopter example $EXAMPLE"
+  helm template kc "$EXAMPLE" | kubeconform -strict -summary -kubernetes-version "${K8S_VERSION#v}" \
+    -schema-location "$REPO_ROOT/bin/kubeconform-schemas/{{ .NormalizedKubernetesVersion }}-standalone{{ .StrictSuffix }}/{{ .ResourceKind }}{{ .KindSuffix }}.json" || return 1
 }
 check kubeconform kubeconform_all
 exit $fail

@@ -22,6 +22,7 @@ var env struct {
 	client     kubernetes.Interface
 	repoRoot   string
 	chart      string
+	example    string
 	helm3      string
 	helm4      string
 	kubectl    string
@@ -68,6 +69,7 @@ func setup() error {
 	}
 	env.repoRoot = root
 	env.chart = filepath.Join(root, "charts", "premigrate")
+	env.example = filepath.Join(root, "examples", "ledger", "chart")
 	env.helm3 = filepath.Join(root, "bin", "helm")
 	env.helm4 = filepath.Join(root, "bin", "helm4")
 	env.kubectl = filepath.Join(root, "bin", "kubectl")
@@ -77,7 +79,7 @@ func setup() error {
 		}
 	}
 	// the library chart is packaged into the charts that depend on it now, so no test runs a stale copy
-	for _, c := range []string{env.chart} {
+	for _, c := range []string{env.chart, env.example} {
 		if out, err := exec.Command(env.helm3, "dependency", "build", "--skip-refresh", c).CombinedOutput(); err != nil {
 			return fmt.Errorf("helm dependency build %s: %w\n%s", c, err, out)
 		}

@@ -31,6 +31,7 @@ type scenarioResult struct {
 // expectedScenarios are the scenarios a full `make test-e2e` runs: the report lists each, and one that did not
 // run shows as "not run" (a run cut short by a panic, a timeout or -run).
 var expectedScenarios = []string{
+	"adopter-control", "adopter-helm3", "adopter-helm4", "migration-proxy-sidecar",
 	"concurrent-migrations", "control-1", "control-2", "upgrade-from-previous-helm3", "upgrade-from-previous-helm4", "ct-install", "database-down", "destructive-migration",
 	"enable-later-helm3", "enable-later-helm4", "failed-migration", "gate-rbac", "gitops-revert-ttl",
 	"job-mode-kubectl-apply", "job-mode-rollback-helm3", "job-mode-rollback-helm4", "migration-pod-killed",

@@ -69,7 +69,7 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 		in.Namespace = namespace
 		kv := kubeVersion
 		in.KubeVersion = &kv
-		ch, err := loadChart()
+		ch, err := loadChart(chartDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 	in := action.NewInstall(cfg)
 	in.DryRun, in.ClientOnly, in.ReleaseName, in.Namespace = true, true, releaseName, namespace
 	in.KubeVersion = &chartutil.KubeVersion{Version: "v1.28.0", Major: "1", Minor: "28"}
-	ch, err := loadChart()
+	ch, err := loadChart(chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,10 @@ type renderOptions struct {
 	noRecords bool
 	// kubeVersion overrides the cluster version (.Capabilities.KubeVersion), e.g. "v1.33.0".
 	kubeVersion string
+	// chart is the chart's folder; empty means charts/premigrate. The library comes from its sources.
+	chart string
+	// records names the records ConfigMap an upgrade finds; empty means the premigrate chart's.
+	records string
 }
 
 // object is one rendered document, decoded strictly.
@@ -110,10 +114,10 @@ const libDir = "../../charts/premigrate-lib"
 
 // loadChart loads the chart with the library from its sources, never from a packaged copy under charts/
 // that `helm dependency build` may have left behind, so the tests always render the library as it is now.
-func loadChart() (*chart.Chart, error) {
-	ch, err := loader.Load(chartDir)
+func loadChart(dir string) (*chart.Chart, error) {
+	ch, err := loader.Load(dir)
 	if err != nil {
-		return nil, fmt.Errorf("load %s: %w", chartDir, err)
+		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
 	lib, err := loader.Load(libDir)
 	if err != nil {
@@ -125,7 +129,11 @@ func loadChart() (*chart.Chart, error) {
 
 // renderValues runs the chart's templates the way `helm install/upgrade` does, but in process.
 func renderValues(o renderOptions) (*result, error) {
-	ch, err := loadChart()
+	dir := o.chart
+	if dir == "" {
+		dir = chartDir
+	}
+	ch, err := loadChart(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +170,7 @@ func renderValues(o renderOptions) (*result, error) {
 	}
 	existing := o.existing
 	if o.upgrade && !o.noRecords {
-		existing = append(existing, ownedRecords(name))
+		existing = append(existing, ownedRecords(name, o.records))
 	}
 	cluster := fakeCluster{client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, existing...)}
 	files, err := engine.RenderWithClientProvider(ch, top, cluster)
@@ -173,13 +181,16 @@ func renderValues(o renderOptions) (*result, error) {
 }
 
 // ownedRecords is the records ConfigMap of release name as an install leaves it: a release object.
-func ownedRecords(name string) *corev1.ConfigMap {
-	fullname := name
-	if !strings.Contains(name, "premigrate") {
-		fullname = name + "-premigrate"
+func ownedRecords(name, records string) *corev1.ConfigMap {
+	if records == "" {
+		fullname := name
+		if !strings.Contains(name, "premigrate") {
+			fullname = name + "-premigrate"
+		}
+		records = fullname + "-migrations"
 	}
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: fullname + "-migrations", Namespace: namespace,
+		Name: records, Namespace: namespace,
 		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
 		Annotations: map[string]string{"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": namespace},
 	}}

@@ -103,11 +103,12 @@ spec:
             {{- toYaml . | nindent 12 }}
           {{- end }}
         {{- end }}
-        {{- with $p.initContainers }}
-        {{- toYaml . | nindent 8 }}
+        {{- /* the values' containers get the pod's container security context unless they bring their own */}}
+        {{- range $ctr := concat $p.initContainers $p.sidecars }}
+        {{- if and $p.containerSecurityContext (not (hasKey $ctr "securityContext")) }}
+        {{- $ctr = merge (dict "securityContext" $p.containerSecurityContext) $ctr }}
         {{- end }}
-        {{- with $p.sidecars }}
-        {{- toYaml . | nindent 8 }}
+        {{- list $ctr | toYaml | nindent 8 }}
         {{- end }}
       {{- end }}
       containers:

@@ -1,0 +1,256 @@
+// Command ledger is the app of premigrate's adopter example (examples/ledger): a service with its own
+// schema, its own migration command and its own chart, which takes premigrate's migration machinery from the
+// library chart premigrate-lib. It is small on purpose; what it records is the evidence the example's tests
+// read: every migration's time by the database's clock (ledger_schema) and every app start with the schema it
+// found (ledger_pod_starts).
+//
+//	ledger migrate --to N   apply the schema versions up to N, each once, one writer at a time (exit 3: N is older);
+//	                        LEDGER_MIGRATE_DELAY makes it a long migration (a Go duration to wait first)
+//	ledger serve            record this start, refuse a schema older than LEDGER_SCHEMA, serve /readyz
+//	ledger proxy            a TCP proxy (a database proxy sidecar of the migration pod), logging each connection
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Exit codes.
+const (
+	exitFailure = 1
+	exitUsage   = 2
+	exitRefused = 3
+)
+
+// errRefused is a migration the app will not run (an older schema than the database has).
+var errRefused = errors.New("refused")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	os.Exit(exitCode(run(ctx, os.Args[1:], os.Getenv, log)))
+}
+
+// exitCode maps an error of run to the process's exit code.
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp), errors.Is(err, errUsage):
+		return exitUsage
+	case errors.Is(err, errRefused):
+		slog.Error("ledger", "err", err)
+		return exitRefused
+	default:
+		slog.Error("ledger", "err", err)
+		return exitFailure
+	}
+}
+
+var errUsage = errors.New("usage: ledger migrate --to N | ledger serve | ledger proxy --listen ADDR --to ADDR")
+
+func run(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	fs := flag.NewFlagSet("ledger "+args[0], flag.ContinueOnError)
+	switch args[0] {
+	case "migrate":
+		to := fs.Int("to", 0, "the schema version to migrate to")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		url := getenv("LEDGER_MIGRATION_DATABASE_URL")
+		if url == "" {
+			url = getenv("LEDGER_DATABASE_URL")
+		}
+		if d := getenv("LEDGER_MIGRATE_DELAY"); d != "" {
+			delay, err := time.ParseDuration(d)
+			if err != nil {
+				return fmt.Errorf("LEDGER_MIGRATE_DELAY %q is not a duration: %w", d, err)
+			}
+			log.Info("a long migration: waiting first", "delay", delay)
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return migrate(ctx, url, *to, getenv("HOSTNAME"), log)
+	case "serve":
+		addr := fs.String("listen", ":8080", "HTTP address")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		want, err := strconv.Atoi(getenv("LEDGER_SCHEMA"))
+		if err != nil {
+			return fmt.Errorf("LEDGER_SCHEMA %q is not a schema version: %w", getenv("LEDGER_SCHEMA"), err)
+		}
+		return serve(ctx, getenv("LEDGER_DATABASE_URL"), want, getenv("HOSTNAME"), *addr, log)
+	case "proxy":
+		listen := fs.String("listen", "127.0.0.1:6432", "address to listen on")
+		to := fs.String("to", "", "address to forward to (host:port)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *to == "" {
+			return fmt.Errorf("proxy: --to is required: %w", errUsage)
+		}
+		return proxy(ctx, *listen, *to, log)
+	default:
+		return errUsage
+	}
+}
+
+// connect retries for up to 30 s: the database may still be starting.
+func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	if url == "" {
+		return nil, errors.New("no database URL (LEDGER_DATABASE_URL)")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := pgx.Connect(ctx, url)
+		if err == nil {
+			return conn, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("connect to the database: %w", err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// migrate applies the versions above the database's up to `to`, in one transaction under an advisory lock.
+func migrate(ctx context.Context, url string, to int, pod string, log *slog.Logger) error {
+	conn, err := connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	for _, q := range []string{
+		`SELECT pg_advisory_xact_lock(4242)`,
+		`CREATE TABLE IF NOT EXISTS ledger_schema (version int PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT clock_timestamp(), pod text NOT NULL)`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return fmt.Errorf("prepare the schema table: %w", err)
+		}
+	}
+	var have int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ledger_schema`).Scan(&have); err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	if to < have {
+		return fmt.Errorf("the database has schema %d, newer than %d: %w", have, to, errRefused)
+	}
+	for v := have + 1; v <= to; v++ {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE ledger_v%d (id bigserial PRIMARY KEY, amount bigint NOT NULL)`, v)); err != nil {
+			return fmt.Errorf("apply version %d: %w", v, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO ledger_schema (version, pod) VALUES ($1, $2)`, v, pod); err != nil {
+			return fmt.Errorf("record version %d: %w", v, err)
+		}
+		log.Info("migrated", "version", v)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	log.Info("schema is current", "version", max(have, to))
+	return nil
+}
+
+// serve records the start (by the database's clock, with the schema it found), refuses an older schema than
+// it was built for, and serves /readyz.
+func serve(ctx context.Context, url string, want int, pod, addr string, log *slog.Logger) error {
+	conn, err := connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var seen int
+	if err := conn.QueryRow(ctx, `SELECT CASE WHEN to_regclass('ledger_schema') IS NULL THEN 0
+		ELSE (SELECT coalesce(max(version), 0) FROM ledger_schema) END`).Scan(&seen); err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE IF NOT EXISTS ledger_pod_starts (pod text NOT NULL, wanted int NOT NULL, seen int NOT NULL,
+			started_at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("prepare the starts table: %w", err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO ledger_pod_starts (pod, wanted, seen) VALUES ($1, $2, $3)`, pod, want, seen); err != nil {
+		return fmt.Errorf("record the start: %w", err)
+	}
+	if seen < want {
+		return fmt.Errorf("the database has schema %d, this build needs %d: refusing to serve", seen, want)
+	}
+	log.Info("serving", "schema", seen, "addr", addr)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// proxy forwards every connection on listen to `to` until ctx ends.
+func proxy(ctx context.Context, listen, to string, log *slog.Logger) error {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", listen)
+	if err != nil {
+		return fmt.Errorf("proxy: listen on %s: %w", listen, err)
+	}
+	go func() { <-ctx.Done(); _ = l.Close() }()
+	log.Info("proxy: listening", "listen", listen, "to", to)
+	var n atomic.Int64
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				log.Info("proxy: stopped", "connections", n.Load())
+				return nil
+			}
+			return fmt.Errorf("proxy: accept: %w", err)
+		}
+		id := n.Add(1)
+		go func() {
+			defer func() { _ = c.Close() }()
+			var d net.Dialer
+			up, err := d.DialContext(ctx, "tcp", to)
+			if err != nil {
+				log.Error("proxy: dial", "connection", id, "to", to, "err", err)
+				return
+			}
+			defer func() { _ = up.Close() }()
+			log.Info("proxy: connection", "connection", id, "from", c.RemoteAddr().String(), "to", to)
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
+			<-done
+		}()
+	}
+}

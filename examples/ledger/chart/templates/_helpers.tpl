@@ -1,0 +1,41 @@
+{{- define "ledger.fullname" -}}
+{{- printf "%s-ledger" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end }}
+
+{{/*
+The app's labels. app.kubernetes.io/component keeps the Service and the Deployment from selecting the
+migration pod, which carries the same name and instance (component: migration).
+*/}}
+{{- define "ledger.labels" -}}
+app.kubernetes.io/name: ledger
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: server
+{{- end }}
+
+{{- define "ledger.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{- define "ledger.databaseEnv" -}}
+- name: LEDGER_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.database.secretName }}
+      key: {{ .Values.database.secretKey }}
+{{- end }}
+
+{{/*
+The argument of every premigrate-lib template: the migrations values, with the migration's image, command
+and env taken from the app's.
+*/}}
+{{- define "ledger.premigrate" -}}
+{{- $app := dict
+  "image" (dict "repository" .root.Values.image.repository "tag" (.root.Values.image.tag | default .root.Chart.AppVersion) "pullPolicy" .root.Values.image.pullPolicy)
+  "command" (list "/ledger" "migrate")
+  "args" (list "--to" (toString .root.Values.schemaVersion))
+  "env" (concat (include "ledger.databaseEnv" .root | fromYamlArray) (.root.Values.migrations.env | default list))
+  "gate" (merge (dict "serviceAccountName" (include "ledger.fullname" .root)) (.root.Values.migrations.gate | default dict)) -}}
+{{- $_ := set .out "root" .root -}}
+{{- $_ = set .out "values" (merge $app (omit .root.Values.migrations "env" "gate")) -}}
+{{- $_ = set .out "fullname" (include "ledger.fullname" .root) -}}
+{{- end }}

@@ -1,0 +1,273 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The adopter example (examples/ledger): another app's chart that takes premigrate's machinery from the
+// library chart. Its evidence is the app's own: the database's clock on every migration (ledger_schema) and
+// every app start with the schema it found (ledger_pod_starts), neither written by the gate.
+
+const ledgerImage = "premigrate/ledger:1.0.0"
+
+// ledgerDBManifest is a PostgreSQL the way a user brings one beside the chart: a pod, a Service and the
+// Secret with the URL the chart reads.
+const ledgerDBManifest = `apiVersion: v1
+kind: Secret
+metadata:
+  name: ledger-db
+stringData:
+  url: postgres://ledger:ledger-pw@ledger-db:5432/ledger?sslmode=disable
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: ledger-db
+spec:
+  selector:
+    app: ledger-db
+  ports:
+    - port: 5432
+      targetPort: 5432
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ledger-db
+  labels:
+    app: ledger-db
+spec:
+  automountServiceAccountToken: false
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 999
+    runAsGroup: 999
+    fsGroup: 999
+    seccompProfile:
+      type: RuntimeDefault
+  containers:
+    - name: postgresql
+      image: premigrate/postgres:15
+      imagePullPolicy: Never
+      env:
+        - {name: POSTGRES_USER, value: ledger}
+        - {name: POSTGRES_PASSWORD, value: ledger-pw}
+        - {name: POSTGRES_DB, value: ledger}
+        - {name: PGDATA, value: /var/lib/postgresql/data/pgdata}
+      ports:
+        - containerPort: 5432
+      readinessProbe:
+        exec:
+          command: [pg_isready, -U, ledger, -d, ledger, -h, 127.0.0.1]
+        periodSeconds: 2
+      securityContext:
+        allowPrivilegeEscalation: false
+        readOnlyRootFilesystem: true
+        capabilities:
+          drop: [ALL]
+      volumeMounts:
+        - {name: data, mountPath: /var/lib/postgresql/data}
+        - {name: tmp, mountPath: /tmp}
+        - {name: run, mountPath: /var/run/postgresql}
+  volumes:
+    - {name: data, emptyDir: {}}
+    - {name: tmp, emptyDir: {}}
+    - {name: run, emptyDir: {}}
+`
+
+// ledger is one release of the example chart, with its database.
+type ledger struct {
+	t    *testing.T
+	ns   string
+	name string
+	helm string
+}
+
+func newLedger(t *testing.T, helmBin string) *ledger {
+	t.Helper()
+	ns := newNamespace(t, "ledger", restricted)
+	if out, err := runWithStdin([]byte(ledgerDBManifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("creating the ledger's database: %v\n%s", err, out)
+	}
+	mustRun(t, env.kubectl, "wait", "-n", ns, "--for=condition=Ready", "pod/ledger-db", "--timeout=3m")
+	return &ledger{t: t, ns: ns, name: "books", helm: helmBin}
+}
+
+// deploy runs helm upgrade --install of the example chart with values and returns helm's output and error.
+func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
+	l.t.Helper()
+	r := &release{t: l.t, ns: l.ns, name: l.name, helm: l.helm}
+	args := []string{"upgrade", "--install", l.name, env.example, "-n", l.ns, "--timeout", "4m", "--values", r.valuesFile(values)}
+	if wait {
+		args = append(args, "--wait")
+	}
+	out, err := runTool(l.helm, args...)
+	if strings.Contains(out, "field is immutable") {
+		l.t.Fatalf("helm reported an immutable field:\n%s", out)
+	}
+	return out, err
+}
+
+func (l *ledger) psql(query string) string {
+	l.t.Helper()
+	out, err := runStdout(env.kubectl, "exec", "-n", l.ns, "ledger-db", "--", "psql", "-U", "ledger", "-d", "ledger", "-Atc", query)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+func (l *ledger) psqlInt(query string) int {
+	l.t.Helper()
+	s := l.psql(query)
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		l.t.Fatalf("query %q returned %q, not a number", query, s)
+	}
+	return n
+}
+
+// earlyStarts counts the app starts the database saw before the schema they were built for was migrated:
+// a start that found an older schema, or that came before (by the database's clock) its version's migration.
+func (l *ledger) earlyStarts() int {
+	l.t.Helper()
+	return l.psqlInt(`SELECT count(*) FROM ledger_pod_starts s LEFT JOIN ledger_schema m ON m.version = s.wanted
+		WHERE s.seen < s.wanted OR m.applied_at IS NULL OR s.started_at < m.applied_at`)
+}
+
+// assertSchema checks that the database migrated exactly versions 1..want, each once, and that at least
+// `replicas` pods started on it with nothing early.
+func (l *ledger) assertSchema(want, replicas int) {
+	l.t.Helper()
+	if got := l.psql(`SELECT string_agg(version::text, ',' ORDER BY version) FROM ledger_schema`); got != seq(want) {
+		l.t.Errorf("schema versions = %q, want %q", got, seq(want))
+	}
+	if n := l.earlyStarts(); n != 0 {
+		l.t.Errorf("%d app starts came before their migration:\n%s", n, l.psql(`SELECT pod, wanted, seen, started_at FROM ledger_pod_starts ORDER BY started_at`))
+	}
+	if n := l.psqlInt(fmt.Sprintf(`SELECT count(DISTINCT pod) FROM ledger_pod_starts WHERE wanted = %d`, want)); n < replicas {
+		l.t.Errorf("%d pods started for schema %d, want at least %d", n, want, replicas)
+	}
+}
+
+func seq(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = strconv.Itoa(i + 1)
+	}
+	return strings.Join(parts, ",")
+}
+
+// TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise installs the example chart and upgrades it five
+// times, with Helm 3 and 4, a TTL on the Jobs and a long first migration: every upgrade succeeds without an
+// immutable field, and the database saw no app start before its schema.
+func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
+	for _, helmBin := range []string{env.helm3, env.helm4} {
+		t.Run(toolName(helmBin), func(t *testing.T) {
+			res := scenario(t, "adopter-"+toolName(helmBin), helmBin)
+			l := newLedger(t, helmBin)
+			values := func(v int, extraEnv ...map[string]any) map[string]any {
+				return map[string]any{"schemaVersion": v, "migrations": map[string]any{"ttlSecondsAfterFinished": 5, "env": append([]map[string]any{}, extraEnv...)}}
+			}
+			// the install's migration takes 10 s: the gate must hold the app pods through it
+			if out, err := l.deploy(values(1, map[string]any{"name": "LEDGER_MIGRATE_DELAY", "value": "10s"}), true); err != nil {
+				t.Fatalf("install: %v\n%s", err, out)
+			}
+			l.assertSchema(1, 2)
+			for v := 2; v <= 6; v++ {
+				start := time.Now()
+				if out, err := l.deploy(values(v), true); err != nil {
+					t.Fatalf("upgrade %d: %v\n%s", v-1, err, out)
+				}
+				res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+				l.assertSchema(v, 2)
+			}
+			res.Upgrades = 5
+			// the TTL removed the finished hook Jobs: the records, not the Jobs, carry the successes
+			waitUntil(t, "the TTL to remove the migration Jobs", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				jobs, err := env.client.BatchV1().Jobs(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration,app.kubernetes.io/name=ledger"})
+				if err != nil {
+					return false, err
+				}
+				return len(jobs.Items) <= 1, nil // the install's plain Job has no TTL (see the library's Job)
+			})
+			if t.Failed() {
+				return
+			}
+			// and a restart of every app pod after that is not held: its identity is recorded
+			mustRun(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+l.name+"-ledger")
+			mustRun(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=2m")
+			l.assertSchema(6, 2)
+		})
+	}
+}
+
+// TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration is the adopter scenario's negative control: the
+// same install with the gate off (gate.mode none) and the same long migration. The app pods start at once, and
+// the database records starts that came before the schema: the check that passes above is not vacuous.
+func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
+	scenario(t, "adopter-control", env.helm4)
+	l := newLedger(t, env.helm4)
+	values := map[string]any{"schemaVersion": 1, "migrations": map[string]any{
+		"gate": map[string]any{"mode": "none"},
+		"env":  []map[string]any{{"name": "LEDGER_MIGRATE_DELAY", "value": "15s"}},
+	}}
+	if out, err := l.deploy(values, false); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	waitUntil(t, "an app start to be recorded", 2*time.Minute, func(context.Context) (bool, error) {
+		out, err := runStdout(env.kubectl, "exec", "-n", l.ns, "ledger-db", "--", "psql", "-U", "ledger", "-d", "ledger", "-Atc",
+			"SELECT count(*) FROM ledger_pod_starts")
+		return err == nil && strings.TrimSpace(out) != "0", nil
+	})
+	if n := l.earlyStarts(); n == 0 {
+		t.Fatalf("without the gate no app start came before its migration: the evidence cannot see a broken gate")
+	}
+}
+
+// TestTheMigrationRunsThroughADatabaseProxySidecar gives the migration pod a native sidecar, a TCP proxy in
+// front of the database, and a URL that reaches the database only through it: the Job completes, the pods are
+// gated as before, and the proxy's own log shows the migration's connection. Without the sidecar the same
+// values fail the upgrade, and no pod of the new schema starts.
+func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
+	scenario(t, "migration-proxy-sidecar", env.helm4)
+	l := newLedger(t, env.helm4)
+	proxied := []map[string]any{{"name": "LEDGER_MIGRATION_DATABASE_URL", "value": "postgres://ledger:ledger-pw@127.0.0.1:6432/ledger?sslmode=disable"}}
+	sidecar := map[string]any{"name": "db-proxy", "image": ledgerImage, "imagePullPolicy": "Never", "restartPolicy": "Always",
+		"args": []string{"proxy", "--listen", "127.0.0.1:6432", "--to", "ledger-db:5432"}}
+	values := func(v int, sidecars []map[string]any) map[string]any {
+		return map[string]any{"schemaVersion": v, "migrations": map[string]any{
+			"ttlSecondsAfterFinished": nil, "backoffLimit": 0, "env": proxied, "pod": map[string]any{"sidecars": sidecars},
+		}}
+	}
+	if out, err := l.deploy(values(1, []map[string]any{sidecar}), true); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	l.assertSchema(1, 2)
+	jobs, err := env.client.BatchV1().Jobs(l.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration"})
+	if err != nil || len(jobs.Items) != 1 {
+		t.Fatalf("want the install's migration Job, got %d (%v)", len(jobs.Items), err)
+	}
+	log := mustRun(t, env.kubectl, "logs", "-n", l.ns, "job/"+jobs.Items[0].Name, "-c", "db-proxy")
+	if !strings.Contains(log, "proxy: connection") {
+		t.Fatalf("the proxy saw no connection:\n%s", log)
+	}
+	// the control: the same URL without the proxy fails the upgrade, and nothing of schema 2 starts
+	if out, err := l.deploy(values(2, nil), true); err == nil {
+		t.Fatalf("the upgrade without the proxy succeeded:\n%s", out)
+	}
+	if got := l.psql(`SELECT max(version) FROM ledger_schema`); got != "1" {
+		t.Errorf("schema = %s after the failed upgrade, want 1", got)
+	}
+	if n := l.psqlInt(`SELECT count(*) FROM ledger_pod_starts WHERE wanted = 2`); n != 0 {
+		t.Errorf("%d pods of schema 2 started although its migration failed", n)
+	}
+	mustRun(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=1m")
+}

@@ -1,0 +1,237 @@
+package render
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
+)
+
+// The library chart premigrate-lib, as another chart adopts it: the example chart examples/ledger.
+const (
+	exampleDir     = "../../examples/ledger/chart"
+	ledgerFullname = "demo-ledger"
+)
+
+func renderLedger(t *testing.T, values string, upgrade bool) *result {
+	t.Helper()
+	return render(t, renderOptions{chart: exampleDir, values: values, upgrade: upgrade, records: ledgerFullname + "-migrations"})
+}
+
+func TestTheExampleChartTakesTheWholeMigrationMachineryFromTheLibrary(t *testing.T) {
+	r := renderLedger(t, "", false)
+	for _, want := range []string{"ConfigMap/demo-ledger-migrations", "ServiceAccount/demo-ledger-migrate", "Role/demo-ledger-migrate",
+		"RoleBinding/demo-ledger-migrate", "Role/demo-ledger-gate", "RoleBinding/demo-ledger-gate"} {
+		kind, name, _ := strings.Cut(want, "/")
+		_, ok := r.find(kind, name)
+		assert.True(t, ok, "%s is not rendered; have %s", want, r.summary())
+	}
+	job := r.job(t)
+	id := job.Labels["premigrate.io/identity"]
+	require.Len(t, id, 10)
+	assert.Equal(t, "demo-ledger-migrate-"+id, job.Name, "an install runs a plain Job named by its identity")
+	migrate := container(t, job.Spec.Template.Spec.Containers, "migrate")
+	assert.Equal(t, "premigrate/ledger:1.0.0", migrate.Image)
+	assert.Equal(t, []string{"/ledger", "migrate", "--to", "1"}, afterDashes(migrate.Command, migrate.Args))
+
+	d := mustFind[*appsv1.Deployment](t, r, "Deployment", ledgerFullname)
+	assert.Equal(t, id, d.Spec.Template.Annotations["premigrate.io/identity"], "the pods wait for the Job's identity")
+	gate := container(t, d.Spec.Template.Spec.InitContainers, "wait-for-migration")
+	assert.Contains(t, strings.Join(gate.Args, " "), "--job "+job.Name, "the gate accepts only this release's Job")
+	assert.Equal(t, "premigrate/gate:"+libraryAppVersion(t), gate.Image, "the gate's tag is the library's appVersion, not the app's")
+	app := container(t, d.Spec.Template.Spec.Containers, "ledger")
+	assert.Empty(t, app.VolumeMounts, "the app container gets no API token")
+	assert.Contains(t, envNames(app.Env), "PREMIGRATE_IDENTITY")
+	require.NotEmpty(t, d.Spec.Template.Spec.Volumes)
+	assert.Equal(t, "premigrate-gate-token", d.Spec.Template.Spec.Volumes[0].Name)
+
+	// the app's Service must never send traffic to the migration pod, which shares name and instance labels
+	svc := mustFind[*corev1.Service](t, r, "Service", ledgerFullname)
+	assert.False(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(job.Spec.Template.Labels)),
+		"the Service selects the migration pod")
+}
+
+func TestTheExampleChartsUpgradesRunThePreUpgradeHookAndANewSchemaIsANewIdentity(t *testing.T) {
+	install := renderLedger(t, "schemaVersion: 1\n", false).job(t)
+	same := renderLedger(t, "schemaVersion: 1\n", true).job(t)
+	next := renderLedger(t, "schemaVersion: 2\n", true).job(t)
+	assert.Equal(t, install.Labels["premigrate.io/identity"], same.Labels["premigrate.io/identity"], "the same values keep the identity")
+	assert.NotEqual(t, same.Labels["premigrate.io/identity"], next.Labels["premigrate.io/identity"], "a new schema is a new identity")
+	assert.Equal(t, "demo-ledger-migrate", next.Name)
+	assert.Equal(t, "pre-upgrade", next.Annotations["helm.sh/hook"])
+	assert.Equal(t, int32(300), *next.Spec.TTLSecondsAfterFinished, "the example's TTL is on its hook Jobs")
+}
+
+// TestTheMigrationPodIsConfigurableAndEachSettingIsPartOfTheIdentity sets each migration-pod value of the
+// premigrate chart (which maps them onto the library's pod values) and reads it back from the Job.
+func TestTheMigrationPodIsConfigurableAndEachSettingIsPartOfTheIdentity(t *testing.T) {
+	base := render(t, renderOptions{}).job(t).Labels["premigrate.io/identity"]
+	cases := []struct {
+		name   string
+		values string
+		check  func(t *testing.T, job *batchv1.Job)
+	}{
+		{"a node selector puts the migration on an arm64 pool", "migration:\n  nodeSelector: {kubernetes.io/arch: arm64}\n",
+			func(t *testing.T, j *batchv1.Job) {
+				assert.Equal(t, "arm64", j.Spec.Template.Spec.NodeSelector["kubernetes.io/arch"])
+			}},
+		{"tolerations let it run on a tainted pool", "migration:\n  tolerations: [{key: dedicated, operator: Equal, value: db, effect: NoSchedule}]\n",
+			func(t *testing.T, j *batchv1.Job) {
+				require.Len(t, j.Spec.Template.Spec.Tolerations, 1)
+				assert.Equal(t, "dedicated", j.Spec.Template.Spec.Tolerations[0].Key)
+			}},
+		{"affinity is passed through", "migration:\n  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [db]}]}]}}}\n",
+			func(t *testing.T, j *batchv1.Job) {
+				require.NotNil(t, j.Spec.Template.Spec.Affinity)
+				assert.NotNil(t, j.Spec.Template.Spec.Affinity.NodeAffinity)
+			}},
+		{"a priority class is set", "migration:\n  priorityClassName: migrations\n",
+			func(t *testing.T, j *batchv1.Job) {
+				assert.Equal(t, "migrations", j.Spec.Template.Spec.PriorityClassName)
+			}},
+		{"pod annotations and labels are set", "migration:\n  podAnnotations: {sidecar.istio.io/inject: \"false\"}\n  podLabels: {team: ledger}\n",
+			func(t *testing.T, j *batchv1.Job) {
+				assert.Equal(t, "false", j.Spec.Template.Annotations["sidecar.istio.io/inject"])
+				assert.Equal(t, "ledger", j.Spec.Template.Labels["team"])
+			}},
+		{"a CA bundle is mounted", "migration:\n  extraVolumes: [{name: ca, configMap: {name: db-ca}}]\n  extraVolumeMounts: [{name: ca, mountPath: /etc/db-ca, readOnly: true}]\n",
+			func(t *testing.T, j *batchv1.Job) {
+				assert.Contains(t, volumeNames(j.Spec.Template.Spec.Volumes), "ca")
+				m := container(t, j.Spec.Template.Spec.Containers, "migrate")
+				assert.Contains(t, mountPaths(m.VolumeMounts), "/etc/db-ca")
+			}},
+		{"an init container runs after install-gate", "migration:\n  initContainers: [{name: fetch-secrets, image: busybox:1}]\n",
+			func(t *testing.T, j *batchv1.Job) {
+				ic := j.Spec.Template.Spec.InitContainers
+				require.Len(t, ic, 2)
+				assert.Equal(t, []string{"install-gate", "fetch-secrets"}, []string{ic[0].Name, ic[1].Name})
+				assert.NotNil(t, ic[1].SecurityContext, "it gets the restricted container security context")
+			}},
+		{"a database proxy runs as a native sidecar", "migration:\n  sidecars: [{name: db-proxy, image: proxy:1, restartPolicy: Always}]\n",
+			func(t *testing.T, j *batchv1.Job) {
+				p := container(t, j.Spec.Template.Spec.InitContainers, "db-proxy")
+				require.NotNil(t, p.RestartPolicy)
+				assert.Equal(t, corev1.ContainerRestartPolicyAlways, *p.RestartPolicy)
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			job := render(t, renderOptions{values: c.values}).job(t)
+			c.check(t, job)
+			assert.NotEqual(t, base, job.Labels["premigrate.io/identity"], "the setting is part of the identity")
+		})
+	}
+}
+
+func TestTheMigrationPodTakesTheAppsSchedulingUnlessTheMigrationSaysOtherwise(t *testing.T) {
+	app := "nodeSelector: {pool: apps}\ntolerations: [{key: apps, operator: Exists}]\npodAnnotations: {a: b}\n"
+	inherited := render(t, renderOptions{values: app}).job(t)
+	assert.Equal(t, "apps", inherited.Spec.Template.Spec.NodeSelector["pool"])
+	assert.Len(t, inherited.Spec.Template.Spec.Tolerations, 1)
+	assert.Equal(t, "b", inherited.Spec.Template.Annotations["a"])
+	own := render(t, renderOptions{values: app + "migration:\n  nodeSelector: {pool: db}\n  tolerations: []\n  podAnnotations: {}\n"}).job(t)
+	assert.Equal(t, "db", own.Spec.Template.Spec.NodeSelector["pool"])
+	assert.Empty(t, own.Spec.Template.Spec.Tolerations)
+	assert.NotContains(t, own.Spec.Template.Annotations, "a")
+}
+
+func TestTheMigrationsServiceAccountCarriesACloudIdentity(t *testing.T) {
+	r := render(t, renderOptions{values: "migration:\n  serviceAccount:\n    annotations: {iam.gke.io/gcp-service-account: migrate@p.iam.gserviceaccount.com}\n"})
+	sa := mustFind[*corev1.ServiceAccount](t, r, "ServiceAccount", fullname+"-migrate")
+	assert.Equal(t, "migrate@p.iam.gserviceaccount.com", sa.Annotations["iam.gke.io/gcp-service-account"])
+}
+
+func TestASidecarWithoutRestartPolicyAlwaysIsRefused(t *testing.T) {
+	_, err := renderValues(renderOptions{values: "migration:\n  sidecars: [{name: db-proxy, image: proxy:1, restartPolicy: Never}]\n"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sidecars[db-proxy] needs restartPolicy: Always")
+}
+
+func TestTheLibraryChecksItsOwnValues(t *testing.T) {
+	cases := []struct{ values, want string }{
+		{"migrations: {gate: {mode: poll}}\n", `gate.mode "poll" is not one of job, none`},
+		{"migrations: {gate: {delivery: magic}}\n", `gate.delivery "magic" is not one of`},
+		{"migrations: {pod: {sidecars: [{name: p, image: x}]}}\n", "pod.sidecars[p] needs restartPolicy: Always"},
+	}
+	for _, c := range cases {
+		t.Run(c.want, func(t *testing.T) {
+			_, err := renderValues(renderOptions{chart: exampleDir, values: c.values})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+// libraryAppVersion is the appVersion in the library's Chart.yaml.
+func libraryAppVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(libDir + "/Chart.yaml")
+	require.NoError(t, err)
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	require.NoError(t, yaml.Unmarshal(b, &c))
+	return c.AppVersion
+}
+
+// afterDashes is the user's command line of `gate run ... -- CMD`, then the container's args.
+func afterDashes(command, args []string) []string {
+	for i, c := range command {
+		if c == "--" {
+			return append(append([]string{}, command[i+1:]...), args...)
+		}
+	}
+	return nil
+}
+
+func volumeNames(vs []corev1.Volume) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+func mountPaths(ms []corev1.VolumeMount) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.MountPath)
+	}
+	return out
+}
+
+// TestTheLibraryWorksPastedIntoAChartWithoutTheDependency renders the example with the library's template files
+// copied into its own templates/ folder instead of the dependency, as the library's README offers for charts
+// that take no dependency: the rendering is the same.
+func TestTheLibraryWorksPastedIntoAChartWithoutTheDependency(t *testing.T) {
+	withDependency := renderLedger(t, "", false)
+	ch, err := loader.Load(exampleDir)
+	require.NoError(t, err)
+	lib, err := loader.Load(libDir)
+	require.NoError(t, err)
+	ch.SetDependencies()
+	ch.Metadata.Dependencies = nil
+	ch.Templates = append(ch.Templates, lib.Templates...)
+	top, err := chartutil.ToRenderValues(ch, map[string]any{}, chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
+	require.NoError(t, err)
+	files, err := engine.Render(ch, top)
+	require.NoError(t, err)
+	pasted, err := decode(files)
+	require.NoError(t, err)
+	require.Equal(t, withDependency.summary(), pasted.summary())
+	for _, o := range withDependency.objects {
+		p, ok := pasted.find(o.kind, o.name())
+		require.True(t, ok)
+		assert.Equal(t, o.obj, p.obj, "%s/%s differs", o.kind, o.name())
+	}
+}
