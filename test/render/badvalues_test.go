@@ -73,6 +73,21 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"job mode with a generated password", "migration: {mode: job}", "postgresql.auth.password"},
 		{"the gate on the namespace's default ServiceAccount", "serviceAccount: {create: false}", "gate.mode"},
 		{"a progress deadline below the migration's", "progressDeadlineSeconds: 300", "progressDeadlineSeconds"},
+		{"enabled given as a string", `enabled: "false"`, "enabled"},
+		{"an autoscaler whose minimum exceeds its maximum", "autoscaling: {enabled: true, minReplicas: 5, maxReplicas: 3}", "autoscaling.minReplicas"},
+		{"an autoscaler without a metric", "autoscaling: {enabled: true, targetCPUUtilizationPercentage: null}", "autoscaling.targetCPUUtilizationPercentage"},
+		{"an autoscaler with zero minReplicas", "autoscaling: {minReplicas: 0}", "autoscaling.minReplicas"},
+		{"an unknown ingress path type", "ingress: {hosts: [{host: a.example, paths: [{path: /, pathType: Regex}]}]}", "ingress.hosts.0.paths.0.pathType"},
+		{"an ingress path without a leading slash", "ingress: {hosts: [{paths: [{path: api}]}]}", "ingress.hosts.0.paths.0.path"},
+		{"an ingress host without paths", "ingress: {hosts: [{host: a.example}]}", "ingress.hosts.0.paths"},
+		{"an unknown ingress TLS key", "ingress: {tls: [{secret: x}]}", "ingress.tls.0.secret"},
+		{"an HTTPRoute without parentRefs", "httpRoute: {enabled: true}", "httpRoute.parentRefs"},
+		{"an HTTPRoute parentRef without a name", "httpRoute: {parentRefs: [{namespace: infra}]}", "httpRoute.parentRefs.0.name"},
+		{"a volume mount without a mountPath", "extraVolumeMounts: [{name: tmp}]", "extraVolumeMounts.0.mountPath"},
+		{"an extra volume with a name of the chart's", "extraVolumes: [{name: premigrate-gate-token, emptyDir: {}}]", "extraVolumes"},
+		{"a spread constraint without a topologyKey", "topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]", "topologySpreadConstraints.0.topologyKey"},
+		{"a priority class with capitals", "priorityClassName: High", "priorityClassName"},
+		{"an extra object given as a number", "extraObjects: [3]", "extraObjects.0"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, upgrade := range []bool{false, true} {
