@@ -88,6 +88,9 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"a spread constraint without a topologyKey", "topologySpreadConstraints: [{maxSkew: 1, whenUnsatisfiable: DoNotSchedule}]", "topologySpreadConstraints.0.topologyKey"},
 		{"a priority class with capitals", "priorityClassName: High", "priorityClassName"},
 		{"an extra object given as a number", "extraObjects: [3]", "extraObjects.0"},
+		{"a database password and an existing Secret", "postgresql: {auth: {password: pw, existingSecret: db}}", "postgresql.auth.existingSecret"},
+		{"an existing password Secret without the embedded database", "postgresql: {enabled: false, auth: {existingSecret: db}}\ndatabase: {existingSecret: ext, existingSecretKey: url}", "postgresql.auth.existingSecret"},
+		{"an empty existing password key", `postgresql: {auth: {existingSecret: db, existingSecretPasswordKey: ""}}`, "postgresql.auth.existingSecretPasswordKey"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, upgrade := range []bool{false, true} {

@@ -35,6 +35,15 @@ The lowest number of app pods: autoscaling.minReplicas when the autoscaler is on
 Checks of the app's values that the schema cannot express. Included by the Deployment.
 */}}
 {{- define "premigrate.validateApp" -}}
+{{- $auth := .Values.postgresql.auth -}}
+{{- if $auth.existingSecret -}}
+{{- if not .Values.postgresql.enabled -}}
+{{- fail "postgresql.auth.existingSecret is for the embedded database (postgresql.enabled=true); an external database takes its URL from database.existingSecret" -}}
+{{- end -}}
+{{- if $auth.password -}}
+{{- fail "postgresql.auth.password and postgresql.auth.existingSecret are exclusive: the password is either given to the chart or read from the existing Secret" -}}
+{{- end -}}
+{{- end -}}
 {{- $a := .Values.autoscaling -}}
 {{- if $a.enabled -}}
 {{- if gt (int $a.minReplicas) (int $a.maxReplicas) -}}
