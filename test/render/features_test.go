@@ -1,6 +1,8 @@
 package render
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -309,5 +311,25 @@ func TestTheEnabledKeyIsAcceptedForAParentChartsCondition(t *testing.T) {
 	for _, v := range []string{"enabled: true", "enabled: false"} {
 		r := render(t, renderOptions{values: v})
 		r.deployment(t)
+	}
+}
+
+// hack/lint-features-values.yaml, which hack/lint.sh lints and validates with kubeconform, turns every optional
+// object on, so the HTTPRoute, the Ingress and the autoscaler are checked against their schemas.
+func TestTheLintFeaturesValuesTurnEveryOptionalObjectOn(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "hack", "lint-features-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, upgrade := range []bool{false, true} {
+		r := render(t, renderOptions{values: string(b), upgrade: upgrade})
+		for _, kind := range []string{"Ingress", "HTTPRoute", "HorizontalPodAutoscaler"} {
+			if len(r.ofKind(kind)) != 1 {
+				t.Errorf("upgrade=%v: no %s in %s", upgrade, kind, r.summary())
+			}
+		}
+		if _, ok := r.files["premigrate/templates/extra-objects.yaml"]; !ok {
+			t.Errorf("upgrade=%v: no extra objects", upgrade)
+		}
 	}
 }
