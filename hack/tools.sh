@@ -4,7 +4,7 @@
 # it into ./bin. A second run with everything cached takes about a second.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HELM3_VERSION=v3.22.0 HELM4_VERSION=v4.3.1 CT_VERSION=v3.14.0 KUBECONFORM_VERSION=v0.7.0
-HELM_DOCS_VERSION=v1.14.2 GOLANGCI_LINT_VERSION=v2.15.0
+HELM_DOCS_VERSION=v1.14.2 GOLANGCI_LINT_VERSION=v2.15.0 GATEWAY_API_VERSION=v1.4.0
 T=$PREMIGRATE_CACHE/tools; mkdir -p "$T" "$REPO_ROOT/bin"
 export GOFLAGS=-buildvcs=false
 
@@ -56,11 +56,14 @@ if [ ! -e "$kubectl_out" ]; then
   fi
 fi
 ln -sfn "$kubectl_out" "$REPO_ROOT/bin/kubectl"
-# kubeconform's schemas, generated offline from the OpenAPI document in the Kubernetes module
-schemas=$T/kubeconform-schemas-$K8S_VERSION
+# kubeconform's schemas, generated offline from the OpenAPI document in the Kubernetes module, and the
+# HTTPRoute's from the CRD in the Gateway API module
+schemas=$T/kubeconform-schemas-$K8S_VERSION-gateway-api-$GATEWAY_API_VERSION
 if [ ! -d "$schemas" ]; then
   kdir=$(cd / && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+  gdir=$(cd / && go mod download -json "sigs.k8s.io/gateway-api@$GATEWAY_API_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
   step tool-kubeconform-schemas go run -C "$REPO_ROOT" ./hack/k8s-schemagen -in "$kdir/api/openapi-spec/swagger.json" \
+    -crd "$gdir/config/crd/standard/gateway.networking.k8s.io_httproutes.yaml" \
     -out "$schemas.tmp" -k8s-version "${K8S_VERSION#v}" && mv "$schemas.tmp" "$schemas"
 fi
 ln -sfn "$schemas" "$REPO_ROOT/bin/kubeconform-schemas"

@@ -192,3 +192,61 @@ func TestTheDatabasePasswordIsKeptFromTheExistingSecret(t *testing.T) {
 		t.Error("two renders without an existing Secret generated the same password")
 	}
 }
+
+// postgresql.auth.existingSecret: the password comes from a Secret of the user's; the app and the migration
+// get a URL without it and PGPASSWORD, which pgx (the demo's driver) and libpq read.
+func TestTheEmbeddedDatabaseCanTakeItsPasswordFromAnExistingSecret(t *testing.T) {
+	const values = "postgresql: {auth: {username: app, database: appdb, existingSecret: db-credentials, existingSecretPasswordKey: pw}}\n"
+	name := fullname + "-postgresql"
+	for _, c := range []struct {
+		name, values string
+	}{
+		{"hook mode", ""},
+		{"job mode, which needs no password of the chart", "migration: {mode: job}\n"},
+		{"argocd mode", "migration: {mode: argocd}\n"},
+		{"gate command mode", "gate: {mode: command}\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := render(t, renderOptions{values: values + c.values})
+			if _, ok := r.find("Secret", name); ok {
+				t.Errorf("the chart still renders its Secret %s", name)
+			}
+			pg := container(t, mustFind[*appsv1.StatefulSet](t, r, "StatefulSet", name).Spec.Template.Spec.Containers, "postgresql")
+			assertSecretEnv(t, pg.Env, "POSTGRES_PASSWORD", "db-credentials", "pw")
+
+			// every container that connects gets a URL without the password, and PGPASSWORD from the Secret
+			for key, tmpl := range r.podTemplates() {
+				for _, ctr := range append(append([]corev1.Container{}, tmpl.Spec.InitContainers...), tmpl.Spec.Containers...) {
+					e, ok := envVar(ctr.Env, "DATABASE_URL")
+					if !ok {
+						continue
+					}
+					u, err := url.Parse(e.Value)
+					if err != nil || e.ValueFrom != nil {
+						t.Fatalf("%s %s: DATABASE_URL %+v: %v", key, ctr.Name, e, err)
+					}
+					if _, has := u.User.Password(); has || u.User.Username() != "app" || u.Host != name+":5432" || u.Path != "/appdb" {
+						t.Errorf("%s %s: DATABASE_URL %q", key, ctr.Name, e.Value)
+					}
+					assertSecretEnv(t, ctr.Env, "PGPASSWORD", "db-credentials", "pw")
+				}
+			}
+			app := container(t, r.deployment(t).Spec.Template.Spec.Containers, "app")
+			if _, ok := envVar(app.Env, "PGPASSWORD"); !ok {
+				t.Error("the app container has no PGPASSWORD")
+			}
+			if _, ok := envVar(container(t, r.job(t).Spec.Template.Spec.Containers, "migrate").Env, "PGPASSWORD"); !ok {
+				t.Error("the migration has no PGPASSWORD")
+			}
+			if !strings.Contains(r.notes, "password from Secret db-credentials key pw") {
+				t.Errorf("the notes do not name the Secret:\n%s", r.notes)
+			}
+		})
+	}
+
+	t.Run("the key defaults to password", func(t *testing.T) {
+		r := render(t, renderOptions{values: "postgresql: {auth: {existingSecret: db-credentials}}"})
+		pg := container(t, mustFind[*appsv1.StatefulSet](t, r, "StatefulSet", name).Spec.Template.Spec.Containers, "postgresql")
+		assertSecretEnv(t, pg.Env, "POSTGRES_PASSWORD", "db-credentials", "password")
+	})
+}

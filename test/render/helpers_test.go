@@ -17,11 +17,14 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -80,7 +83,8 @@ type result struct {
 	notes   string
 }
 
-// kinds are the kinds the chart may render, with their only accepted apiVersion.
+// kinds are the kinds the chart may render, with their only accepted apiVersion. HTTPRoute (Gateway API, not
+// in k8s.io/api) is decoded as unstructured; kubeconform checks it against the CRD's schema (hack/lint.sh).
 var kinds = map[string]struct {
 	apiVersion string
 	make       func() runtime.Object
@@ -96,6 +100,11 @@ var kinds = map[string]struct {
 	"PodDisruptionBudget": {"policy/v1", func() runtime.Object { return &policyv1.PodDisruptionBudget{} }},
 	"Role":                {"rbac.authorization.k8s.io/v1", func() runtime.Object { return &rbacv1.Role{} }},
 	"RoleBinding":         {"rbac.authorization.k8s.io/v1", func() runtime.Object { return &rbacv1.RoleBinding{} }},
+	"Ingress":             {"networking.k8s.io/v1", func() runtime.Object { return &networkingv1.Ingress{} }},
+	"HorizontalPodAutoscaler": {"autoscaling/v2", func() runtime.Object {
+		return &autoscalingv2.HorizontalPodAutoscaler{}
+	}},
+	"HTTPRoute": {"gateway.networking.k8s.io/v1", func() runtime.Object { return &unstructured.Unstructured{} }},
 }
 
 // fakeCluster answers the chart's `lookup` calls from a fake dynamic client.

@@ -97,10 +97,13 @@ Object names.
 {{- end }}
 
 {{/*
-The Secret and key that hold the database URL.
+The Secret and key the app's database credential comes from: the database URL (the chart's Secret, or
+database.existingSecret), or, with postgresql.auth.existingSecret, the embedded database's password.
 */}}
 {{- define "premigrate.databaseSecretName" -}}
-{{- if .Values.postgresql.enabled -}}
+{{- if and .Values.postgresql.enabled .Values.postgresql.auth.existingSecret -}}
+{{- .Values.postgresql.auth.existingSecret -}}
+{{- else if .Values.postgresql.enabled -}}
 {{- include "premigrate.postgresqlName" . -}}
 {{- else -}}
 {{- .Values.database.existingSecret -}}
@@ -108,7 +111,9 @@ The Secret and key that hold the database URL.
 {{- end }}
 
 {{- define "premigrate.databaseSecretKey" -}}
-{{- if .Values.postgresql.enabled -}}
+{{- if and .Values.postgresql.enabled .Values.postgresql.auth.existingSecret -}}
+{{- .Values.postgresql.auth.existingSecretPasswordKey -}}
+{{- else if .Values.postgresql.enabled -}}
 url
 {{- else -}}
 {{- .Values.database.existingSecretKey -}}
@@ -116,14 +121,27 @@ url
 {{- end }}
 
 {{/*
-The database URL env entry (a one-element EnvVar list).
+The database URL env entries (an EnvVar list): the URL from its Secret; or, when the embedded database's
+password is in postgresql.auth.existingSecret, a URL without the password and PGPASSWORD from that Secret
+(libpq-compatible drivers such as pgx and lib/pq read it when the URL has no password).
 */}}
 {{- define "premigrate.databaseEnv" -}}
+{{- if and .Values.postgresql.enabled .Values.postgresql.auth.existingSecret -}}
+{{- $auth := .Values.postgresql.auth -}}
+- name: {{ .Values.database.urlEnvName }}
+  value: {{ printf "postgres://%s@%s:5432/%s?sslmode=disable" (urlquery $auth.username | replace "+" "%20") (include "premigrate.postgresqlName" .) $auth.database | quote }}
+- name: PGPASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "premigrate.databaseSecretName" . }}
+      key: {{ include "premigrate.databaseSecretKey" . }}
+{{- else -}}
 - name: {{ .Values.database.urlEnvName }}
   valueFrom:
     secretKeyRef:
       name: {{ include "premigrate.databaseSecretName" . }}
       key: {{ include "premigrate.databaseSecretKey" . }}
+{{- end -}}
 {{- end }}
 
 {{/*
@@ -292,8 +310,8 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- if and .Values.database.existingSecret (not .Values.database.existingSecretKey) -}}
 {{- fail "database.existingSecretKey is required when database.existingSecret is set" -}}
 {{- end -}}
-{{- if and (eq .Values.migration.mode "job") .Values.postgresql.enabled (not .Values.postgresql.auth.password) -}}
-{{- fail "postgresql.auth.password is required with migration.mode=job and the embedded database: job mode is made for helm template and kubectl apply, which render without lookup, so a generated password would change on every render while the database keeps the first one" -}}
+{{- if and (eq .Values.migration.mode "job") .Values.postgresql.enabled (not .Values.postgresql.auth.password) (not .Values.postgresql.auth.existingSecret) -}}
+{{- fail "postgresql.auth.password is required with migration.mode=job and the embedded database: job mode is made for helm template and kubectl apply, which render without lookup, so a generated password would change on every render while the database keeps the first one (or keep the password in a Secret of your own: postgresql.auth.existingSecret)" -}}
 {{- end -}}
 {{- if and (include "premigrate.gateNeedsAPI" .) (eq (include "premigrate.serviceAccountName" .) "default") -}}
 {{- fail "gate.mode=job needs the app's own ServiceAccount (serviceAccount.create=true, or serviceAccount.name naming one): the chart will not grant the namespace's default ServiceAccount, which every other pod uses, read access to the migration Job and records" -}}
@@ -306,8 +324,8 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- fail "strategy.rollingUpdate.maxSurge and strategy.rollingUpdate.maxUnavailable cannot both be 0: the rollout could never replace a pod" -}}
 {{- end -}}
 {{- end -}}
-{{- if and (eq .Values.migration.mode "argocd") .Values.postgresql.enabled (not .Values.postgresql.auth.password) -}}
-{{- fail "postgresql.auth.password is required with migration.mode=argocd and the embedded database: Argo CD renders without lookup, so a generated password would change on every sync" -}}
+{{- if and (eq .Values.migration.mode "argocd") .Values.postgresql.enabled (not .Values.postgresql.auth.password) (not .Values.postgresql.auth.existingSecret) -}}
+{{- fail "postgresql.auth.password is required with migration.mode=argocd and the embedded database: Argo CD renders without lookup, so a generated password would change on every sync (or keep the password in a Secret of your own: postgresql.auth.existingSecret)" -}}
 {{- end -}}
 {{- if and (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) -}}
 {{- fail "podDisruptionBudget.minAvailable and podDisruptionBudget.maxUnavailable are exclusive: set one of them to null" -}}
