@@ -187,10 +187,17 @@ func serve(ctx context.Context, url string, want int, pod, addr string, log *slo
 		return err
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
+	// before the first migration there is no schema table: that is schema 0 (a query naming the table would
+	// fail to parse, so its existence is asked first)
 	var seen int
-	if err := conn.QueryRow(ctx, `SELECT CASE WHEN to_regclass('ledger_schema') IS NULL THEN 0
-		ELSE (SELECT coalesce(max(version), 0) FROM ledger_schema) END`).Scan(&seen); err != nil {
-		return fmt.Errorf("read the schema version: %w", err)
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('ledger_schema') IS NOT NULL`).Scan(&exists); err != nil {
+		return fmt.Errorf("look for the schema table: %w", err)
+	}
+	if exists {
+		if err := conn.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ledger_schema`).Scan(&seen); err != nil {
+			return fmt.Errorf("read the schema version: %w", err)
+		}
 	}
 	for _, q := range []string{
 		`CREATE TABLE IF NOT EXISTS ledger_pod_starts (pod text NOT NULL, wanted int NOT NULL, seen int NOT NULL,
