@@ -33,6 +33,7 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"a short digest", "image: {digest: 'sha256:abc'}", "image.digest"},
 		{"an upper-case migration image digest", "migration: {image: {digest: 'sha256:" + strings.Repeat("A", 64) + "'}}", "migration.image.digest"},
 		{"an unknown gate mode", "gate: {mode: initContainer}", "gate.mode"},
+		{"the gate mode's name before 0.3.0", "gate: {mode: job}", "set gate.mode: watch"},
 		{"an unknown gate delivery", "gate: {delivery: emptyDir}", "gate.delivery"},
 		{"a zero activeDeadlineSeconds", "migration: {activeDeadlineSeconds: 0}", "migration.activeDeadlineSeconds"},
 		{"exit code 0 as a fail-fast code", "migration: {failFastExitCodes: [0]}", "migration.failFastExitCodes.0"},

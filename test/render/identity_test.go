@@ -85,7 +85,7 @@ func TestTheIdentityIsTheSameEverywhereItIsRendered(t *testing.T) {
 				t.Errorf("%s: %s is %q, want %q", mode, what, v, id)
 			}
 		}
-		if strings.Contains(values, "gate: {mode: job}") || !strings.Contains(values, "gate:") {
+		if strings.Contains(values, "gate: {mode: watch}") || !strings.Contains(values, "gate:") {
 			w := container(t, pod.Spec.InitContainers, "wait-for-migration")
 			if !containsSeq(w.Args, "--identity", id) || !containsSeq(w.Args, "--job", job.Name) {
 				t.Errorf("%s: gate args %v lack identity %s or Job %s", mode, w.Args, id, job.Name)

@@ -159,7 +159,7 @@ func TestASidecarWithoutRestartPolicyAlwaysIsRefused(t *testing.T) {
 
 func TestTheLibraryChecksItsOwnValues(t *testing.T) {
 	cases := []struct{ values, want string }{
-		{"migrations: {gate: {mode: poll}}\n", `gate.mode "poll" is not one of job, none`},
+		{"migrations: {gate: {mode: poll}}\n", `gate.mode "poll" is not one of watch, none`},
 		{"migrations: {gate: {delivery: magic}}\n", `gate.delivery "magic" is not one of`},
 		{"migrations: {pod: {sidecars: [{name: p, image: x}]}}\n", "pod.sidecars[p] needs restartPolicy: Always"},
 	}

@@ -178,7 +178,7 @@ func TestEveryValueIsDocumentedAndTypedByTheSchema(t *testing.T) {
 	if got := enum("migration.mode"); !equalStrings(got, []string{"argocd", "hook", "job"}) {
 		t.Errorf("migration.mode enum %v", got)
 	}
-	if got := enum("gate.mode"); !equalStrings(got, []string{"command", "job", "none"}) {
+	if got := enum("gate.mode"); !equalStrings(got, []string{"command", "job", "none", "watch"}) {
 		t.Errorf("gate.mode enum %v", got)
 	}
 	for _, p := range []string{"replicaCount", "migration.backoffLimit", "migration.activeDeadlineSeconds", "migration.ttlSecondsAfterFinished", "migration.keepRecords", "terminationGracePeriodSeconds"} {

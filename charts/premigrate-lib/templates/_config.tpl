@@ -88,7 +88,7 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $g := $v.gate | default dict -}}
 {{- $gateImage := $g.image | default dict -}}
 {{- $gate := dict -}}
-{{- $_ = set $gate "mode" ($g.mode | default "job") -}}
+{{- $_ = set $gate "mode" ($g.mode | default "watch") -}}
 {{- $_ = set $gate "image" (include "premigrate-lib.imageRef" (dict "image" (merge (dict) $gateImage (dict "repository" "premigrate/gate")) "tag" (include "premigrate-lib.gateVersion" .))) -}}
 {{- $_ = set $gate "pullPolicy" ($gateImage.pullPolicy | default "IfNotPresent") -}}
 {{- $delivery := $g.delivery | default "initContainer" -}}
@@ -116,7 +116,7 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- end -}}
 {{- $_ = set $c "jobKind" $kind -}}
 {{- $_ = set $c "jobName" (ternary (printf "%s-%s" $c.migrateName $c.identity) $c.migrateName (eq $kind "plain")) -}}
-{{- $_ = set $c "gateEnabled" (and $c.enabled (eq $gate.mode "job")) -}}
+{{- $_ = set $c "gateEnabled" (and $c.enabled (eq $gate.mode "watch")) -}}
 {{- end }}
 
 {{/*
@@ -175,8 +175,8 @@ Checks of the values. Argument: the resolved configuration.
 {{- if not (has .mode (list "hook" "job" "argocd")) -}}
 {{- fail (printf "premigrate-lib: mode %q is not one of hook, job, argocd" .mode) -}}
 {{- end -}}
-{{- if not (has .gate.mode (list "job" "none")) -}}
-{{- fail (printf "premigrate-lib: gate.mode %q is not one of job, none" .gate.mode) -}}
+{{- if not (has .gate.mode (list "watch" "none")) -}}
+{{- fail (printf "premigrate-lib: gate.mode %q is not one of watch, none" .gate.mode) -}}
 {{- end -}}
 {{- if not (has .gate.delivery (list "initContainer" "imageVolume")) -}}
 {{- fail (printf "premigrate-lib: gate.delivery %q is not one of initContainer, imageVolume, auto" .gate.delivery) -}}
@@ -184,7 +184,7 @@ Checks of the values. Argument: the resolved configuration.
 {{- if and .enabled (not .command) -}}
 {{- fail "premigrate-lib: command must name the migration's executable, e.g. [/app/migrate]: the gate runs it and records its success, so the image's entrypoint cannot be implied" -}}
 {{- end -}}
-{{- if and .enabled (eq .gate.mode "job") (has .gate.serviceAccountName (list "" "default")) -}}
+{{- if and .enabled (eq .gate.mode "watch") (has .gate.serviceAccountName (list "" "default")) -}}
 {{- fail "premigrate-lib: gate.serviceAccountName must name the app pods' own ServiceAccount (not empty, not default): the gate reads the migration Job and records with its token, and the chart will not grant the namespace's default ServiceAccount, which every other pod uses, that access" -}}
 {{- end -}}
 {{- range .pod.sidecars -}}

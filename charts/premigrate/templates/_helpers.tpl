@@ -194,7 +194,7 @@ labels and volumes where migration.* leaves them null. Usage:
   "containerSecurityContext" $V.securityContext -}}
 {{- $gateImage := merge (dict "tag" ($V.gate.image.tag | default $root.Chart.AppVersion)) $V.gate.image -}}
 {{- $gate := dict
-  "mode" (ternary "job" "none" (eq $V.gate.mode "job"))
+  "mode" (ternary "watch" "none" (eq $V.gate.mode "watch"))
   "image" $gateImage
   "delivery" $V.gate.delivery
   "timeout" $V.gate.timeout
@@ -288,7 +288,7 @@ true
 True (non-empty) when the gate watches the Job and needs the API (and so a ServiceAccount token).
 */}}
 {{- define "premigrate.gateNeedsAPI" -}}
-{{- if and .Values.migration.enabled (eq .Values.gate.mode "job") -}}
+{{- if and .Values.migration.enabled (eq .Values.gate.mode "watch") -}}
 true
 {{- end -}}
 {{- end }}
@@ -298,6 +298,9 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 "premigrate.lib", so they come before the library's own checks.
 */}}
 {{- define "premigrate.validate" -}}
+{{- if eq (toString .Values.gate.mode) "job" -}}
+{{- fail "gate.mode job is called watch since chart 0.3.0 (\"job\" now means only migration.mode job): set gate.mode: watch" -}}
+{{- end -}}
 {{- if and .Values.migration.enabled (not (.Values.migration.command | default .Values.command)) -}}
 {{- fail "migration.command (or command) must name the migration's executable, e.g. [/app/migrate]: the gate runs it and records its success, so the image's entrypoint cannot be implied" -}}
 {{- end -}}
@@ -314,7 +317,7 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- fail "postgresql.auth.password is required with migration.mode=job and the embedded database: job mode is made for helm template and kubectl apply, which render without lookup, so a generated password would change on every render while the database keeps the first one (or keep the password in a Secret of your own: postgresql.auth.existingSecret)" -}}
 {{- end -}}
 {{- if and (include "premigrate.gateNeedsAPI" .) (eq (include "premigrate.serviceAccountName" .) "default") -}}
-{{- fail "gate.mode=job needs the app's own ServiceAccount (serviceAccount.create=true, or serviceAccount.name naming one): the chart will not grant the namespace's default ServiceAccount, which every other pod uses, read access to the migration Job and records" -}}
+{{- fail "gate.mode=watch needs the app's own ServiceAccount (serviceAccount.create=true, or serviceAccount.name naming one): the chart will not grant the namespace's default ServiceAccount, which every other pod uses, read access to the migration Job and records" -}}
 {{- end -}}
 {{- if and (include "premigrate.gateEnabled" .) (not (kindIs "invalid" .Values.progressDeadlineSeconds)) (lt (int .Values.progressDeadlineSeconds) (int .Values.migration.activeDeadlineSeconds)) -}}
 {{- fail (printf "progressDeadlineSeconds (%v) must be at least migration.activeDeadlineSeconds (%v): the app pods wait for the migration, and the Deployment must not be marked failed before the migration's own deadline" .Values.progressDeadlineSeconds .Values.migration.activeDeadlineSeconds) -}}
