@@ -11,7 +11,7 @@ CHART := charts/premigrate
 DEPENDENT_CHARTS := $(CHART) examples/ledger/chart
 KIND_CLUSTER_NAME ?= premigrate
 export KIND_CLUSTER_NAME
-GO_PKGS_UNIT := ./cmd/... ./internal/... ./hack/...
+GO_PKGS_UNIT := ./cmd/... ./internal/... ./hack/... ./examples/...
 
 .PHONY: help
 help: ## list the targets
@@ -49,8 +49,12 @@ fmt-check:
 lint: tools chart-deps fmt-check ## gofmt, go vet, golangci-lint, helm lint (3 and 4), ct lint, helm-docs drift, kubeconform, yamllint
 	@hack/lint.sh
 
+.PHONY: unit-deps
+unit-deps: ## install what the unit tests need beyond Go (Debian's PostgreSQL 15), once
+	@hack/unit-deps.sh
+
 .PHONY: test-unit
-test-unit: ## Go unit tests (gate, demo app against a real PostgreSQL, harness)
+test-unit: unit-deps ## Go unit tests (gate, demo app and ledger against a real PostgreSQL, harness)
 	go test -count=1 $(GO_PKGS_UNIT)
 
 .PHONY: test-render

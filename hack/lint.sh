@@ -25,6 +25,25 @@ docs_drift() {
   diff -u "$CHART/README.md" "$tmp/premigrate/README.md" || { echo "charts/premigrate/README.md is stale: run make docs"; return 1; }
 }
 check helm-docs docs_drift
+# chart-testing's own version check compares against a branch (it fails on main itself); this compares each chart
+# with the previous release (hack/previous-release): a chart that changed since then must carry a higher version
+chart_versions() {
+  local prev c old new
+  prev=$(sed -n 's/^commit=//p' hack/previous-release)
+  git cat-file -e "$prev^{commit}" || { echo "the previous release's commit $prev is not in this clone"; return 1; }
+  for c in "$CHART" charts/premigrate-lib "$EXAMPLE"; do
+    new=$(awk '/^version:/{print $2}' "$c/Chart.yaml")
+    if ! old=$(git show "$prev:$c/Chart.yaml" 2>/dev/null | awk '/^version:/{print $2}') || [ -z "$old" ]; then
+      echo "$c: $new (new since the previous release)"; continue
+    fi
+    if git diff --quiet "$prev" -- "$c"; then echo "$c: $new (unchanged)"; continue; fi
+    if [ "$new" = "$old" ] || [ "$(printf '%s\n%s\n' "$old" "$new" | sort -V | tail -n1)" != "$new" ]; then
+      echo "$c changed since the previous release ($prev) but its version $new is not above $old: bump version in $c/Chart.yaml"; return 1
+    fi
+    echo "$c: $old -> $new"
+  done
+}
+check chart-versions chart_versions
 # every mode rendered and validated strictly against the Kubernetes $K8S_VERSION OpenAPI schemas (and the
 # HTTPRoute against Gateway API's CRD: hack/tools.sh)
 kubeconform_all() {
