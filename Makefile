@@ -77,7 +77,9 @@ test-mutants: tools chart-deps images ## break the chart and the gate on purpose
 	@hack/mutants.sh 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants.log"
 
 .PHONY: demo
-demo: tools cluster ## a kind cluster, the chart installed with its embedded database, upgraded, shown working
+demo: tools chart-deps ## a kind cluster, the chart installed with its embedded database, upgraded, shown working (builds only the demo's images)
+	@IMAGE_SET=demo hack/images.sh
+	@node_image=$$(hack/kind/node-image.sh) && go run ./hack/cluster up --node-image "$$node_image"
 	@hack/demo.sh
 
 .PHONY: bench

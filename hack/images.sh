@@ -9,11 +9,15 @@
 #   premigrate/gate, premigrate/demo at the previous release's appVersion (hack/previous-release)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT=$PREMIGRATE_CACHE/images; mkdir -p "$OUT"
-rm -f "$OUT"/*.tar # an archive of an earlier appVersion would load a stale tag
+# an archive of an earlier appVersion would load a stale tag (only ours: hack/gitops.sh caches its own here)
+rm -f "$OUT"/gate.tar "$OUT"/demo-*.tar "$OUT"/postgres.tar "$OUT"/ledger.tar "$OUT"/bench-poller.tar "$OUT"/previous-*.tar
 W=$PREMIGRATE_CACHE/build/images; rm -rf "$W"; mkdir -p "$W"
 APP_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/charts/premigrate/Chart.yaml" 2>/dev/null || true)
 APP_VERSION=${APP_VERSION:-0.1.0}
-DEMO_VERSIONS=${DEMO_VERSIONS:-7}
+# IMAGE_SET=demo builds only what `make demo` deploys: the gate, demo v1 and v2, PostgreSQL
+IMAGE_SET=${IMAGE_SET:-all}
+case $IMAGE_SET in all) DEMO_VERSIONS=${DEMO_VERSIONS:-7} ;; demo) DEMO_VERSIONS=2 ;;
+  *) echo "error: IMAGE_SET=$IMAGE_SET is not one of all, demo" >&2; exit 2 ;; esac
 PATH_ENV=PATH=/usr/local/bin:/usr/bin:/bin
 
 cd "$REPO_ROOT"
@@ -42,19 +46,6 @@ for v in $(seq 1 "$DEMO_VERSIONS"); do demo_image "v$v" "$v"; done
 demo_image "$APP_VERSION" 1
 say "images premigrate/demo:v1..v$DEMO_VERSIONS (v1 also :$APP_VERSION)"
 
-# the adopter example's app (examples/ledger), its version from its chart
-LEDGER_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/examples/ledger/chart/Chart.yaml")
-mk -o "$OUT/ledger.tar" -tag "premigrate/ledger:$LEDGER_VERSION" -dir "$B:/" -layer x -file "$W/ledger:/ledger" \
-  -entrypoint /ledger -user 65532:65532 -env "$PATH_ENV"
-say "image premigrate/ledger:$LEDGER_VERSION (the adopter example)"
-
-# the benchmark's baseline: kubectl polling every 2 s, as the common wait-for init container does
-KUBECTL=$REPO_ROOT/bin/kubectl
-[ -x "$KUBECTL" ] || { echo "error: $KUBECTL is missing: run make tools" >&2; exit 1; }
-mk -o "$OUT/bench-poller.tar" -tag premigrate/bench-poller:dev -dir "$B:/" -layer x -file "$W/bench-poller:/bench-poller" \
-  -file "$(readlink -f "$KUBECTL"):/usr/local/bin/kubectl" -entrypoint /bench-poller -user 65532:65532 -env "$PATH_ENV"
-say "image premigrate/bench-poller:dev (baseline for make bench)"
-
 # PostgreSQL: SIGINT stops it (a fast shutdown, as the official image does: SIGTERM would wait for every
 # client to disconnect). Debian's postgresql-15 files from this (bookworm) host, with every library they load,
 # /bin/sh (initdb runs the server through popen) and the zoneinfo the Debian build uses.
@@ -81,6 +72,20 @@ mk -o "$OUT/postgres.tar" -tag premigrate/postgres:15 -dir "$B:/" -layer x -dir 
   -env "PATH=/usr/local/bin:$PG/bin:/usr/bin:/bin" -env PGDATA=/var/lib/postgresql/data -env LANG=C.UTF-8
 say "image premigrate/postgres:15"
 
+if [ "$IMAGE_SET" = all ]; then
+# the adopter example's app (examples/ledger), its version from its chart
+LEDGER_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/examples/ledger/chart/Chart.yaml")
+mk -o "$OUT/ledger.tar" -tag "premigrate/ledger:$LEDGER_VERSION" -dir "$B:/" -layer x -file "$W/ledger:/ledger" \
+  -entrypoint /ledger -user 65532:65532 -env "$PATH_ENV"
+say "image premigrate/ledger:$LEDGER_VERSION (the adopter example)"
+
+# the benchmark's baseline: kubectl polling every 2 s, as the common wait-for init container does
+KUBECTL=$REPO_ROOT/bin/kubectl
+[ -x "$KUBECTL" ] || { echo "error: $KUBECTL is missing: run make tools" >&2; exit 1; }
+mk -o "$OUT/bench-poller.tar" -tag premigrate/bench-poller:dev -dir "$B:/" -layer x -file "$W/bench-poller:/bench-poller" \
+  -file "$(readlink -f "$KUBECTL"):/usr/local/bin/kubectl" -entrypoint /bench-poller -user 65532:65532 -env "$PATH_ENV"
+say "image premigrate/bench-poller:dev (baseline for make bench)"
+
 # The previous chart release's gate and demo images, under its appVersion's tags, built from its own
 # sources (hack/previous-release): the cluster tests upgrade a release of that chart to this one.
 prev_version=$(sed -n 's/^version=//p' "$HACK_DIR/previous-release")
@@ -102,5 +107,6 @@ mk -o "$OUT/previous-gate.tar" -tag "premigrate/gate:$prev_version" -dir "$B:/" 
 mk -o "$OUT/previous-demo.tar" -tag "premigrate/demo:$prev_version" -dir "$B:/" -layer x -file "$PV/demo:/demo" \
   -entrypoint /demo -user 65532:65532 -env "$PATH_ENV" -env "DEMO_VERSION=1"
 say "images premigrate/gate:$prev_version and premigrate/demo:$prev_version (the previous release, ${prev_commit:0:12})"
+fi
 rm -rf "$W"
 ls -la "$OUT"
