@@ -1,0 +1,449 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+const (
+	annotationRefName = "org.opencontainers.image.ref.name"
+	sourceURL         = "https://github.com/premigrate/premigrate"
+	// pathEnv is the PATH of the gate's and the demo's images (hack/images.sh)
+	pathEnv = "PATH=/usr/local/bin:/usr/bin:/bin"
+)
+
+// platforms are the platforms of every image, in the order of their index.
+var platforms = []v1.Platform{
+	{OS: "linux", Architecture: "amd64"},
+	{OS: "linux", Architecture: "arm64", Variant: "v8"},
+}
+
+// buildOptions are the options of `release build`.
+type buildOptions struct {
+	Out        string      // OCI image layout folder, replaced
+	AppVersion string      // main.version of the binaries
+	Chart      string      // packaged chart (.tgz); empty: no chart artifact
+	Repo       string      // where `go build` runs
+	Created    time.Time   // every timestamp of the output
+	Images     []imageSpec // what to build
+}
+
+// imageSpec describes one multi-platform image, the way hack/images.sh describes the single-platform one.
+type imageSpec struct {
+	Ref        string            // premigrate/gate:0.2.0, the layout's ref name
+	Binaries   map[string]string // Go package (relative to Repo) -> path in the image
+	Rootfs     map[string]string // architecture -> a folder copied to / in the same layer as the binaries
+	Entrypoint []string
+	User       string
+	Env        []string
+	StopSignal string
+}
+
+func defaultImages(appVersion string) []imageSpec {
+	return []imageSpec{
+		{Ref: "premigrate/gate:" + appVersion, Binaries: map[string]string{"./cmd/gate": "/gate"},
+			Entrypoint: []string{"/gate"}, User: "65532:65532", Env: []string{pathEnv}},
+		{Ref: "premigrate/demo:" + appVersion, Binaries: map[string]string{"./cmd/demo": "/demo"},
+			Entrypoint: []string{"/demo"}, User: "65532:65532", Env: []string{pathEnv, "DEMO_VERSION=1"}},
+	}
+}
+
+// postgresImage is premigrate/postgres:15 from a Debian PostgreSQL 15 root filesystem per architecture
+// (hack/release.sh prepares them as hack/images.sh does) and cmd/postgres-init.
+func postgresImage(rootfs map[string]string) imageSpec {
+	return imageSpec{Ref: "premigrate/postgres:15", Rootfs: rootfs,
+		Binaries:   map[string]string{"./cmd/postgres-init": "/usr/local/bin/postgres-init"},
+		Entrypoint: []string{"/usr/local/bin/postgres-init"}, User: "999:999", StopSignal: "SIGINT",
+		Env: []string{"PATH=/usr/local/bin:/usr/lib/postgresql/15/bin:/usr/bin:/bin", "PGDATA=/var/lib/postgresql/data", "LANG=C.UTF-8"}}
+}
+
+func build(ctx context.Context, opts buildOptions, stdout io.Writer) error {
+	start := time.Now()
+	work, err := os.MkdirTemp("", "premigrate-release-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+
+	// every Go package of every image, built once per architecture
+	pkgSet := map[string]bool{}
+	for _, im := range opts.Images {
+		for pkg := range im.Binaries {
+			pkgSet[pkg] = true
+		}
+	}
+	pkgs := sortedKeys(pkgSet)
+	bins := map[string]string{} // arch -> folder of the binaries
+	for _, p := range platforms {
+		dir := filepath.Join(work, "bin-"+p.Architecture)
+		t := time.Now()
+		if err := goBuild(ctx, opts.Repo, p.Architecture, opts.AppVersion, dir, pkgs...); err != nil {
+			return err
+		}
+		slog.Info("cross-compiled", "arch", p.Architecture, "packages", strings.Join(pkgs, " "), "took", time.Since(t).Round(time.Millisecond))
+		bins[p.Architecture] = dir
+	}
+
+	if err := os.RemoveAll(opts.Out); err != nil {
+		return err
+	}
+	lp, err := layout.Write(opts.Out, empty.Index)
+	if err != nil {
+		return fmt.Errorf("creating the layout %s: %w", opts.Out, err)
+	}
+	base, err := baseLayer(opts.Created)
+	if err != nil {
+		return err
+	}
+	for _, im := range opts.Images {
+		t := time.Now()
+		imgs := map[string]v1.Image{}
+		for _, p := range platforms {
+			files := map[string]string{} // source -> destination
+			for pkg, dst := range im.Binaries {
+				files[filepath.Join(bins[p.Architecture], path.Base(pkg))] = dst
+			}
+			layerFile := filepath.Join(work, fmt.Sprintf("layer-%s-%s.tar", strings.NewReplacer("/", "_", ":", "_").Replace(im.Ref), p.Architecture))
+			app, err := fileLayer(layerFile, im.Rootfs[p.Architecture], files, opts.Created)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", im.Ref, p.Architecture, err)
+			}
+			img, err := image(p, []v1.Layer{base, app}, im, opts.Created)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", im.Ref, p.Architecture, err)
+			}
+			imgs[p.Architecture] = img
+		}
+		idx, err := index(imgs, im.Ref, opts.Created)
+		if err != nil {
+			return fmt.Errorf("%s: %w", im.Ref, err)
+		}
+		if err := lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{annotationRefName: im.Ref})); err != nil {
+			return fmt.Errorf("writing %s: %w", im.Ref, err)
+		}
+		d, _ := idx.Digest()
+		slog.Info("image index written", "ref", im.Ref, "digest", d.String(), "took", time.Since(t).Round(time.Millisecond))
+	}
+	if opts.Chart != "" {
+		art, ref, err := chartArtifact(opts.Chart, opts.Created)
+		if err != nil {
+			return err
+		}
+		if err := lp.AppendImage(art, layout.WithAnnotations(map[string]string{annotationRefName: ref})); err != nil {
+			return fmt.Errorf("writing %s: %w", ref, err)
+		}
+		d, _ := art.Digest()
+		slog.Info("chart artifact written", "ref", ref, "digest", d.String())
+	}
+	idx, err := lp.ImageIndex()
+	if err != nil {
+		return err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(stdout, "%s: %d references in %s\n", opts.Out, len(im.Manifests), time.Since(start).Round(time.Second))
+	for _, m := range im.Manifests {
+		_, _ = fmt.Fprintf(stdout, "  %-40s %s %s\n", m.Annotations[annotationRefName], m.Digest, m.MediaType)
+	}
+	return nil
+}
+
+// goBuild cross-compiles the main packages pkgs for linux/arch into dir, as hack/images.sh builds them.
+func goBuild(ctx context.Context, repo, arch, version, dir string, pkgs ...string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	args := []string{"build", "-trimpath", "-ldflags", "-s -w -X main.version=" + version, "-o", dir + string(filepath.Separator)}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkgs...)...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build for linux/%s: %w\n%s", arch, err, out)
+	}
+	return nil
+}
+
+// image is one platform's image: the layers and the config hack/mkimg writes, with the platform's OS and
+// architecture, OCI media types and fixed timestamps.
+func image(p v1.Platform, layers []v1.Layer, im imageSpec, created time.Time) (v1.Image, error) {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	adds := make([]mutate.Addendum, 0, len(layers))
+	for i, l := range layers {
+		by := "premigrate hack/release: the distroless-like base (passwd, group, nsswitch.conf, /tmp)"
+		if i > 0 {
+			by = "premigrate hack/release: " + strings.Join(sortedValues(im.Binaries), " ")
+		}
+		adds = append(adds, mutate.Addendum{Layer: l, MediaType: types.OCILayer,
+			History: v1.History{Created: v1.Time{Time: created}, CreatedBy: by}})
+	}
+	img, err := mutate.Append(img, adds...)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
+	cf.Created = v1.Time{Time: created}
+	cf.Config.Entrypoint = im.Entrypoint
+	cf.Config.User = im.User
+	cf.Config.Env = im.Env
+	cf.Config.StopSignal = im.StopSignal
+	return mutate.ConfigFile(img, cf)
+}
+
+// index joins the platforms' images into one OCI image index.
+func index(imgs map[string]v1.Image, ref string, created time.Time) (v1.ImageIndex, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	adds := make([]mutate.IndexAddendum, 0, len(platforms))
+	for _, p := range platforms {
+		img, ok := imgs[p.Architecture]
+		if !ok {
+			return nil, fmt.Errorf("no image for %s", platformString(p))
+		}
+		p := p
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
+	}
+	idx = mutate.AppendManifests(idx, adds...)
+	version := ref[strings.LastIndex(ref, ":")+1:]
+	annotated, ok := mutate.Annotations(idx, map[string]string{
+		"org.opencontainers.image.source":  sourceURL,
+		"org.opencontainers.image.version": version,
+		"org.opencontainers.image.created": created.Format(time.RFC3339),
+	}).(v1.ImageIndex)
+	if !ok {
+		return nil, fmt.Errorf("annotating the index of %s", ref)
+	}
+	return annotated, nil
+}
+
+// baseLayer is the distroless-like base of hack/images.sh: passwd and group with root, nonroot (65532) and
+// postgres (999), nsswitch.conf, a sticky world-writable /tmp.
+func baseLayer(created time.Time) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	files := []struct {
+		name, body string
+	}{
+		{"etc/group", "root:x:0:\nnonroot:x:65532:\npostgres:x:999:\n"},
+		{"etc/nsswitch.conf", "hosts: files dns\n"},
+		{"etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n" +
+			"postgres:x:999:999:PostgreSQL:/var/lib/postgresql:/bin/sh\n"},
+	}
+	hdrs := []*tar.Header{
+		{Typeflag: tar.TypeDir, Name: "etc/", Mode: 0o755},
+	}
+	for _, f := range files {
+		hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.body))})
+	}
+	hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o777 | cISVTX})
+	for i, h := range hdrs {
+		h.ModTime, h.Format = created, tar.FormatPAX
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if i > 0 && i <= len(files) {
+			if _, err := io.WriteString(tw, files[i-1].body); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
+		tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+}
+
+// the tar mode bits beyond the permissions
+const (
+	cISUID = 0o4000
+	cISGID = 0o2000
+	cISVTX = 0o1000
+)
+
+// fileLayer writes a layer tar to file: the tree rootfs (may be empty) at /, then files (source -> destination).
+// Entries are sorted, owned by root, stamped created; setuid, setgid and sticky bits are kept.
+func fileLayer(file, rootfs string, files map[string]string, created time.Time) (v1.Layer, error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	lb := &layerBuilder{tw: tar.NewWriter(f), dirs: map[string]bool{}, created: created}
+	if rootfs != "" {
+		if err := lb.addTree(rootfs, ""); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	for _, src := range sortedKeys(files) {
+		if err := lb.addFile(src, files[src]); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	if err := lb.tw.Close(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromFile(file, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+}
+
+type layerBuilder struct {
+	tw      *tar.Writer
+	dirs    map[string]bool
+	created time.Time
+}
+
+func tarMode(m fs.FileMode) int64 {
+	mode := int64(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		mode |= cISUID
+	}
+	if m&fs.ModeSetgid != 0 {
+		mode |= cISGID
+	}
+	if m&fs.ModeSticky != 0 {
+		mode |= cISVTX
+	}
+	return mode
+}
+
+func (lb *layerBuilder) header(h *tar.Header) error {
+	h.ModTime, h.Format = lb.created, tar.FormatPAX
+	return lb.tw.WriteHeader(h)
+}
+
+// mkdirs writes the missing parents of dst (relative, no leading slash), 0755.
+func (lb *layerBuilder) mkdirs(dst string) error {
+	if dst == "" || dst == "." || lb.dirs[dst] {
+		return nil
+	}
+	if err := lb.mkdirs(path.Dir(dst)); err != nil {
+		return err
+	}
+	lb.dirs[dst] = true
+	return lb.header(&tar.Header{Typeflag: tar.TypeDir, Name: dst + "/", Mode: 0o755})
+}
+
+// addTree adds the tree src at dst (relative; "" is the root), its entries sorted by name.
+func (lb *layerBuilder) addTree(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents { // os.ReadDir sorts by name
+		s, d := filepath.Join(src, e.Name()), path.Join(dst, e.Name())
+		fi, err := os.Lstat(s)
+		if err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			if err := lb.mkdirs(dst); err != nil {
+				return err
+			}
+			if !lb.dirs[d] {
+				lb.dirs[d] = true
+				if err := lb.header(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: tarMode(fi.Mode())}); err != nil {
+					return err
+				}
+			}
+			if err := lb.addTree(s, d); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := lb.addFile(s, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addFile adds the regular file or symlink src at dst.
+func (lb *layerBuilder) addFile(src, dst string) error {
+	dst = strings.TrimPrefix(path.Clean("/"+dst), "/")
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
+	}
+	if err := lb.mkdirs(path.Dir(dst)); err != nil {
+		return err
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
+		}
+		return lb.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: dst, Linkname: target, Mode: 0o777})
+	case fi.Mode().IsRegular():
+		f, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = f.Close() }()
+		if err := lb.header(&tar.Header{Typeflag: tar.TypeReg, Name: dst, Size: fi.Size(), Mode: tarMode(fi.Mode())}); err != nil {
+			return err
+		}
+		_, err = io.Copy(lb.tw, f)
+		return err
+	default:
+		return fmt.Errorf("%s: neither a regular file, a symlink nor a folder (%s)", src, fi.Mode().Type())
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedValues(m map[string]string) []string {
+	vals := make([]string, 0, len(m))
+	for _, v := range m {
+		vals = append(vals, v)
+	}
+	sort.Strings(vals)
+	return vals
+}
+
+func platformString(p v1.Platform) string {
+	s := p.OS + "/" + p.Architecture
+	if p.Variant != "" {
+		s += "/" + p.Variant
+	}
+	return s
+}
