@@ -16,7 +16,7 @@ hook-annotation¦the migration Job is no Helm hook on upgrades¦charts/premigrat
 helm.sh/hook-weight: {{ .Values.migration.hookWeight¦helm.sh/hook-weight: {{ .Values.migration.hookWeight¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestRepeatedUpgrades
 before-hook-creation¦the default delete policy drops before-hook-creation¦charts/premigrate/values.yaml¦hookDeletePolicy: before-hook-creation¦hookDeletePolicy: hook-succeeded¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestAFailedMigration
 identity-constant¦the identity no longer depends on the Job spec¦charts/premigrate/templates/_helpers.tpl¦| sha256sum | trunc 10 -}}¦| sha256sum | trunc 0 | printf "%s0000000000" -}}¦./test/render:TestTheIdentityChangesWithTheMigrationJobSpecOnly¦TestTemplateAndKubectl
-record-before-exit¦gate run records the identity before the command exits¦cmd/gate/run.go¦		code = runChild(ctx, argv, e.stdout, e.stderr)¦		_ = r.write(ctx, logf); code = runChild(ctx, argv, e.stdout, e.stderr)¦./cmd/gate:TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds¦TestAFailedMigration
+record-before-exit¦gate run records the identity before the command exits¦cmd/gate/run.go¦	code := runChild(ctx, o.argv, e.Streams, log)¦	_ = r.write(ctx, e); code := runChild(ctx, o.argv, e.Streams, log)¦./cmd/gate:TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds¦TestAFailedMigration
 failed-is-success¦the gate takes a Failed Job for a success¦internal/gate/state.go¦			return verdict{outcome: Failed, job: j, cond: c}¦			return verdict{outcome: Succeeded, job: j, cond: c}¦./internal/gate:TestWaitDecidesFromTheStateItFinds¦TestWithTTLNoPodStartsAfterAFailedJobIsGone
 record-ignored¦the gate ignores the records (pods wait forever once a Job is gone after its TTL)¦internal/gate/state.go¦	if v.configMap != nil {
 		if e, found¦	if false {
@@ -32,8 +32,8 @@ rbac-widened¦the gate's Role reads every Job of the namespace¦charts/premigrat
 ¦¦./test/render:TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded¦TestTheGateServiceAccountMayReadExactlyWhatItNeeds
 readiness-dropped¦the app has no readiness probe¦charts/premigrate/templates/deployment.yaml¦          {{- with .Values.readinessProbe }}¦          {{- with .Values.readinessProbeRemoved }}¦./test/render:TestTheAppRunsAsADeploymentWithItsServiceBudgetAndServiceAccount¦TestRepeatedUpgrades
 pod-failure-policy¦a refused migration is retried instead of failing the Job at once¦charts/premigrate/templates/migration-job.yaml¦      - action: FailJob¦      - action: Count¦./test/render:TestTheMigrationJobMatchesTheDesign¦TestADestructiveMigration
-recorded-rerun¦gate run runs an identity that is already recorded¦cmd/gate/run.go¦	entry, found, decodeErr := record.Lookup(cm.Data, *r.o.identity)
-	if !found {¦	entry, found, decodeErr := record.Lookup(cm.Data, *r.o.identity)
+recorded-rerun¦gate run runs an identity that is already recorded¦cmd/gate/run.go¦	entry, found, decodeErr := record.Lookup(cm.Data, r.o.identity)
+	if !found {¦	entry, found, decodeErr := record.Lookup(cm.Data, r.o.identity)
 	if found || !found {¦./cmd/gate:TestRunNeverRunsAnIdentityThatIsAlreadyRecorded¦TestAJobModeRollback
 token-in-app¦the app container holds the API token¦charts/premigrate/templates/deployment.yaml¦      automountServiceAccountToken: false¦      automountServiceAccountToken: true¦./test/render:TestTheAppRunsAsADeploymentWithItsServiceBudgetAndServiceAccount¦TestTheGateServiceAccountMayReadExactlyWhatItNeeds
 no-postgres-wait¦the migration does not wait for PostgreSQL¦charts/premigrate/templates/migration-job.yaml¦            - --wait-for-postgres

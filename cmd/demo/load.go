@@ -6,7 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -37,62 +37,78 @@ Exit codes:
   2  usage error
 `
 
-func loadCmd(ctx context.Context, args []string, _ env, stdout, stderr io.Writer) int {
+// loadOptions are the flags of `demo load`.
+type loadOptions struct {
+	target     string
+	rate       float64
+	duration   time.Duration
+	reportAddr string
+	timeout    time.Duration
+}
+
+func (o *loadOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.target, "target", "", "base URL of the demo app, e.g. http://demo:8080 (required)")
+	fs.Float64Var(&o.rate, "rate", load.DefaultRate, "ticks per second (each tick sends a POST and a GET), at most 1000")
+	fs.DurationVar(&o.duration, "duration", 10*time.Minute, "how long to run; 0 runs until POST /stop or a signal")
+	fs.StringVar(&o.reportAddr, "report-addr", ":9090", `address serving GET /report and POST /stop; "" disables it`)
+	fs.DurationVar(&o.timeout, "timeout", load.DefaultRequestTimeout, "timeout of each request")
+}
+
+func loadCmd(ctx context.Context, args []string, e *env) error {
 	fs := flag.NewFlagSet("demo load", flag.ContinueOnError)
-	target := fs.String("target", "", "base URL of the demo app, e.g. http://demo:8080 (required)")
-	rate := fs.Float64("rate", load.DefaultRate, "ticks per second (each tick sends a POST and a GET), at most 1000")
-	duration := fs.Duration("duration", 10*time.Minute, "how long to run; 0 runs until POST /stop or a signal")
-	reportAddr := fs.String("report-addr", ":9090", `address serving GET /report and POST /stop; "" disables it`)
-	timeout := fs.Duration("timeout", load.DefaultRequestTimeout, "timeout of each request")
-	if code := parseFlags(fs, args, loadHelp, stdout, stderr); code >= 0 {
-		return code
+	o := &loadOptions{}
+	o.register(fs)
+	if done, err := parseFlags(fs, args, loadHelp, e); done {
+		return err
 	}
-	logger := newLogger(stderr)
-	if *target == "" {
-		logger.Printf("load: --target is required")
-		return exitUsage
+	return runLoad(ctx, o, e)
+}
+
+// runLoad is `demo load`: it sends steady traffic to the target and prints the report.
+func runLoad(ctx context.Context, o *loadOptions, e *env) error {
+	log := e.logger()
+	if o.target == "" {
+		return fail(log, exitUsage, errors.New("--target is required"), "load: --target is required")
 	}
-	gen, err := load.New(load.Config{Target: *target, Rate: *rate, Duration: *duration, RequestTimeout: *timeout})
+	gen, err := load.New(load.Config{Target: o.target, Rate: o.rate, Duration: o.duration, RequestTimeout: o.timeout})
 	if err != nil {
-		logger.Printf("load: %v", err)
-		return exitUsage
+		return fail(log, exitUsage, err, fmt.Sprintf("load: %v", err))
 	}
 
 	var srv *http.Server
 	serveErr := make(chan error, 1)
-	if *reportAddr != "" {
-		l, err := net.Listen("tcp", *reportAddr)
+	if o.reportAddr != "" {
+		l, err := net.Listen("tcp", o.reportAddr)
 		if err != nil {
-			logger.Printf("load: listen on %s: %v", *reportAddr, err)
-			return exitFailure
+			return fail(log, exitFailure, err, fmt.Sprintf("load: listen on %s: %v", o.reportAddr, err))
 		}
-		srv = &http.Server{Handler: gen.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: logger}
+		srv = &http.Server{Handler: gen.Handler(), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
 		go func() { serveErr <- srv.Serve(l) }()
-		logger.Printf("load: report served on %s (GET /report, POST /stop)", l.Addr())
+		log.Info(fmt.Sprintf("load: report served on %s (GET /report, POST /stop)", l.Addr()))
 		defer func() { _ = srv.Close() }()
 	}
 
-	logger.Printf("load: sending %g ticks/s to %s for %s", *rate, *target, *duration)
+	log.Info(fmt.Sprintf("load: sending %g ticks/s to %s for %s", o.rate, o.target, o.duration))
 	report := gen.Run(ctx)
-	logger.Printf("load: stopped: %d sent, %d failed, longest gap %dms", report.Sent, report.Failed, report.LongestGapMs)
-	enc := json.NewEncoder(stdout)
+	log.Info(fmt.Sprintf("load: stopped: %d sent, %d failed, longest gap %dms", report.Sent, report.Failed, report.LongestGapMs))
+	enc := json.NewEncoder(e.Out)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(report); err != nil {
-		logger.Printf("load: print report: %v", err)
-		return exitFailure
+		return fail(log, exitFailure, err, fmt.Sprintf("load: print report: %v", err))
 	}
 	if srv == nil || ctx.Err() != nil {
-		return exitOK
+		return nil
 	}
-	logger.Printf("load: report still served until SIGTERM")
+	log.Info("load: report still served until SIGTERM")
 	select {
 	case <-ctx.Done():
-		return exitOK
+		return nil
 	case err := <-serveErr:
 		if errors.Is(err, http.ErrServerClosed) {
-			return exitOK
+			return nil
 		}
-		logger.Printf("load: %v", fmt.Errorf("serve report: %w", err))
-		return exitFailure
+		err = fmt.Errorf("serve report: %w", err)
+		return fail(log, exitFailure, err, fmt.Sprintf("load: %v", err))
 	}
 }

@@ -9,13 +9,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/premigrate/premigrate/internal/cli"
 )
 
 // Exit codes shared by the subcommands.
@@ -30,8 +32,13 @@ func main() {
 	// First thing: demo serve records when its process started (the demo_pod_starts witness).
 	started := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	os.Exit(run(ctx, started, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	err := run(ctx, os.Args[1:], &env{
+		Streams: cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
+		getenv:  os.Getenv,
+		started: started,
+	})
+	stop()
+	os.Exit(cli.ExitCode(err)) // the one place an error becomes the exit code
 }
 
 const usage = `demo: the premigrate demo app
@@ -45,66 +52,74 @@ Usage:
 Run "demo <command> --help" for the flags and environment variables of a command.
 `
 
-// env reads configuration from the environment.
-type env func(string) string
+// env is what the commands take from the process, replaceable in tests: the streams, the environment
+// variables and the time the process started.
+type env struct {
+	cli.Streams
+	getenv  func(string) string
+	started time.Time
+}
 
-// run executes the command line args and returns the process exit code. It takes the time the
-// process started, its environment and output streams as parameters so it can be run in-process
-// by tests.
-func run(ctx context.Context, started time.Time, args []string, getenv env, stdout, stderr io.Writer) int {
+// logger is the commands' logger: one line per call on stderr (cli.NewLogger).
+func (e *env) logger() *slog.Logger { return cli.NewLogger(e.Err) }
+
+// run dispatches the command line args to a command. A command reports its own failures and returns
+// nil or a *cli.ExitError with the exit code.
+func run(ctx context.Context, args []string, e *env) error {
 	if len(args) == 0 {
-		_, _ = fmt.Fprint(stderr, usage)
-		return exitUsage
+		_, _ = fmt.Fprint(e.Err, usage)
+		return cli.Exit(exitUsage, errors.New("no command"))
 	}
 	switch args[0] {
 	case "migrate":
 		if len(args) > 1 && args[1] == "status" {
-			return migrateStatusCmd(ctx, args[2:], getenv, stdout, stderr)
+			return migrateStatusCmd(ctx, args[2:], e)
 		}
-		return migrateCmd(ctx, args[1:], getenv, stdout, stderr)
+		return migrateCmd(ctx, args[1:], e)
 	case "serve":
-		return serveCmd(ctx, started, args[1:], getenv, stdout, stderr)
+		return serveCmd(ctx, args[1:], e)
 	case "load":
-		return loadCmd(ctx, args[1:], getenv, stdout, stderr)
+		return loadCmd(ctx, args[1:], e)
 	case "help", "-h", "-help", "--help":
-		_, _ = fmt.Fprint(stdout, usage)
-		return exitOK
+		_, _ = fmt.Fprint(e.Out, usage)
+		return nil
 	default:
-		_, _ = fmt.Fprintf(stderr, "demo: unknown command %q\n\n%s", args[0], usage)
-		return exitUsage
+		_, _ = fmt.Fprintf(e.Err, "demo: unknown command %q\n\n%s", args[0], usage)
+		return cli.Exit(exitUsage, fmt.Errorf("unknown command %q", args[0]))
 	}
 }
 
-// newLogger returns the human-readable, timestamped logger of every subcommand.
-func newLogger(w io.Writer) *log.Logger {
-	return log.New(w, "", log.Ldate|log.Ltime|log.Lmicroseconds|log.LUTC)
-}
-
-// parseFlags parses a subcommand's flags; help text goes to stdout (exit 0), mistakes to stderr
-// (exit 2). It returns -1 when the command should go on.
-func parseFlags(fs *flag.FlagSet, args []string, help string, stdout, stderr io.Writer) int {
+// parseFlags parses a subcommand's flags; help text goes to stdout (done, nil error: exit 0), mistakes
+// to stderr (exit 2).
+func parseFlags(fs *flag.FlagSet, args []string, help string, e *env) (done bool, err error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	err := fs.Parse(args)
+	err = fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		_, _ = fmt.Fprint(stdout, help)
+		_, _ = fmt.Fprint(e.Out, help)
 		hasFlags := false
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
-			_, _ = fmt.Fprintln(stdout, "\nFlags:")
-			fs.SetOutput(stdout)
+			_, _ = fmt.Fprintln(e.Out, "\nFlags:")
+			fs.SetOutput(e.Out)
 			fs.PrintDefaults()
 		}
-		return exitOK
+		return true, nil
 	case err != nil:
-		_, _ = fmt.Fprintf(stderr, "%s: %v\nRun \"demo %s --help\" for usage.\n", fs.Name(), err, strings.TrimPrefix(fs.Name(), "demo "))
-		return exitUsage
+		_, _ = fmt.Fprintf(e.Err, "%s: %v\nRun \"demo %s --help\" for usage.\n", fs.Name(), err, strings.TrimPrefix(fs.Name(), "demo "))
+		return true, cli.Exit(exitUsage, err)
 	case fs.NArg() > 0:
-		_, _ = fmt.Fprintf(stderr, "%s: unexpected arguments %q\nRun \"demo %s --help\" for usage.\n", fs.Name(), fs.Args(), strings.TrimPrefix(fs.Name(), "demo "))
-		return exitUsage
+		_, _ = fmt.Fprintf(e.Err, "%s: unexpected arguments %q\nRun \"demo %s --help\" for usage.\n", fs.Name(), fs.Args(), strings.TrimPrefix(fs.Name(), "demo "))
+		return true, cli.Exit(exitUsage, fmt.Errorf("unexpected arguments %q", fs.Args()))
 	}
-	return -1
+	return false, nil
+}
+
+// fail logs msg at level Error and returns the *cli.ExitError of code with the cause err.
+func fail(log *slog.Logger, code int, err error, msg string) error {
+	log.Error(msg)
+	return cli.Exit(code, err)
 }
 
 // configError is a bad setting: exit code 2, never worth a retry.
@@ -116,7 +131,7 @@ func badSetting(name, value, want string) error {
 	return &configError{msg: fmt.Sprintf("%s=%q: %s", name, value, want)}
 }
 
-func requiredString(getenv env, name string) (string, error) {
+func requiredString(getenv func(string) string, name string) (string, error) {
 	v := getenv(name)
 	if v == "" {
 		return "", &configError{msg: name + " is required"}
@@ -124,7 +139,7 @@ func requiredString(getenv env, name string) (string, error) {
 	return v, nil
 }
 
-func intSetting(getenv env, name string, def, min int) (int, error) {
+func intSetting(getenv func(string) string, name string, def, min int) (int, error) {
 	raw := getenv(name)
 	if raw == "" {
 		return def, nil
@@ -136,7 +151,7 @@ func intSetting(getenv env, name string, def, min int) (int, error) {
 	return v, nil
 }
 
-func boolSetting(getenv env, name string) (bool, error) {
+func boolSetting(getenv func(string) string, name string) (bool, error) {
 	raw := getenv(name)
 	if raw == "" {
 		return false, nil
@@ -148,7 +163,7 @@ func boolSetting(getenv env, name string) (bool, error) {
 	return v, nil
 }
 
-func durationSetting(getenv env, name string, def time.Duration) (time.Duration, error) {
+func durationSetting(getenv func(string) string, name string, def time.Duration) (time.Duration, error) {
 	raw := getenv(name)
 	if raw == "" {
 		return def, nil

@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/demo/load"
 	"github.com/premigrate/premigrate/internal/pgtest"
 )
@@ -40,8 +42,19 @@ func demoCtx(ctx context.Context, vars map[string]string, args ...string) result
 // demoStartedAt runs the demo command as a process that started at started.
 func demoStartedAt(ctx context.Context, started time.Time, vars map[string]string, args ...string) result {
 	var stdout, stderr bytes.Buffer
-	code := run(ctx, started, args, func(k string) string { return vars[k] }, &stdout, &stderr)
+	err := run(ctx, args, &env{
+		Streams: cli.Streams{Out: &stdout, Err: &stderr},
+		getenv:  func(k string) string { return vars[k] },
+		started: started,
+	})
+	code := cli.ExitCode(err)
 	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// logged is how s appears within the msg value of a log line: quotes and backslashes escaped.
+func logged(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 func schemaVersion(t *testing.T, dsn string) int {
@@ -66,7 +79,7 @@ func TestMigratePrintsEveryAppliedVersionWithItsDurationAndATimestamp(t *testing
 		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
 	}
 	for v, name := range []string{"create_records", "add_records_author", "index_records_created_at"} {
-		line := regexp.MustCompile(fmt.Sprintf(`(?m)^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} applied version %d \(%s\) in [0-9.]+[µm]?s$`, v+1, name))
+		line := regexp.MustCompile(fmt.Sprintf(`(?m)^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=INFO msg="applied version %d \(%s\) in [0-9.]+[µm]?s"$`, v+1, name))
 		if !line.MatchString(r.stderr) {
 			t.Errorf("no timestamped line for version %d with its duration in:\n%s", v+1, r.stderr)
 		}
@@ -128,7 +141,7 @@ func TestMigrateExitCodes(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := demo(t, tc.vars, "migrate")
-			if r.code != tc.wantCode || !strings.Contains(r.stderr, tc.wantLog) {
+			if r.code != tc.wantCode || !strings.Contains(r.stderr, logged(tc.wantLog)) {
 				t.Errorf("exit %d, want %d with %q in:\n%s", r.code, tc.wantCode, tc.wantLog, r.stderr)
 			}
 		})
@@ -272,7 +285,7 @@ func TestMigrateRefusesASchemaNewerThanDemoVersionOnlyWhenAskedTo(t *testing.T) 
 		demoVersion string
 		refuse      string
 		wantCode    int
-		wantLine    string // a whole log line, after the timestamp
+		wantLine    string // the msg of a whole log line
 		wantNewRuns int
 	}{
 		{"refusing, schema newer", "2", "true", exitFailure,
@@ -285,7 +298,7 @@ func TestMigrateRefusesASchemaNewerThanDemoVersionOnlyWhenAskedTo(t *testing.T) 
 		t.Run(tc.name, func(t *testing.T) {
 			before := runs(t, dsn)
 			r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": tc.demoVersion, "DEMO_REFUSE_NEWER_SCHEMA": tc.refuse}, "migrate")
-			line := regexp.MustCompile(`(?m)^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} ` + regexp.QuoteMeta(tc.wantLine) + `$`)
+			line := regexp.MustCompile(`(?m)^time=\S+ level=[A-Z]+ msg=` + regexp.QuoteMeta(strconv.Quote(tc.wantLine)) + `$`)
 			if r.code != tc.wantCode || !line.MatchString(r.stderr) {
 				t.Errorf("exit %d, want %d with the line %q in:\n%s", r.code, tc.wantCode, tc.wantLine, r.stderr)
 			}
@@ -377,7 +390,7 @@ func TestServeRecordsItsStartOnceEvenOnADatabaseNoMigrationTouched(t *testing.T)
 	if s.code != exitOK {
 		t.Errorf("serve: exit %d\n%s", s.code, s.stderr)
 	}
-	if n := strings.Count(s.stderr, "witness: pod demo-7d4f-x2x9z version 2 saw schema 0\n"); n != 1 {
+	if n := strings.Count(s.stderr, `msg="witness: pod demo-7d4f-x2x9z version 2 saw schema 0"`+"\n"); n != 1 {
 		t.Errorf("the witness line appears %d times, want once:\n%s", n, s.stderr)
 	}
 

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"time"
 
+	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/demo/migrate"
 )
 
@@ -64,6 +64,7 @@ Exit codes:
   2  usage or configuration error
 `
 
+// migrateSettings are the options of `demo migrate`, from the environment.
 type migrateSettings struct {
 	databaseURL    string
 	target         int
@@ -75,7 +76,7 @@ type migrateSettings struct {
 	refuseNewer    bool
 }
 
-func readMigrateSettings(getenv env) (migrateSettings, error) {
+func readMigrateSettings(getenv func(string) string) (migrateSettings, error) {
 	var s migrateSettings
 	var errs []error
 	var err error
@@ -97,18 +98,22 @@ func readMigrateSettings(getenv env) (migrateSettings, error) {
 	return s, errors.Join(errs...)
 }
 
-func migrateCmd(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
+func migrateCmd(ctx context.Context, args []string, e *env) error {
 	fs := flag.NewFlagSet("demo migrate", flag.ContinueOnError)
-	if code := parseFlags(fs, args, migrateHelp, stdout, stderr); code >= 0 {
-		return code
+	if done, err := parseFlags(fs, args, migrateHelp, e); done {
+		return err
 	}
-	logger := newLogger(stderr)
-	s, err := readMigrateSettings(getenv)
+	s, err := readMigrateSettings(e.getenv)
 	if err != nil {
-		logger.Printf("migrate: configuration error: %v", err)
-		return exitUsage
+		return fail(e.logger(), exitUsage, err, fmt.Sprintf("migrate: configuration error: %v", err))
 	}
-	logger.Printf("migrate: target schema version %d (identity %q)", s.target, s.identity)
+	return runMigrate(ctx, s, e)
+}
+
+// runMigrate is `demo migrate`: it applies the pending migrations up to the target version.
+func runMigrate(ctx context.Context, s migrateSettings, e *env) error {
+	log := e.logger()
+	log.Info(fmt.Sprintf("migrate: target schema version %d (identity %q)", s.target, s.identity))
 	start := time.Now()
 	res, err := migrate.Run(ctx, migrate.Config{
 		DatabaseURL:       s.databaseURL,
@@ -119,62 +124,75 @@ func migrateCmd(ctx context.Context, args []string, getenv env, stdout, stderr i
 		ConnectTimeout:    s.connectTimeout,
 		Identity:          s.identity,
 		RefuseNewerSchema: s.refuseNewer,
-		Logger:            logger,
+		Logger:            cli.StdLogger(log),
 	})
 	var cfgErr *migrate.ConfigError
 	switch {
 	case migrate.IsRefused(err):
-		logger.Printf("migrate: %v", err)
-		return exitRefused
+		return fail(log, exitRefused, err, fmt.Sprintf("migrate: %v", err))
 	case errors.As(err, &cfgErr):
-		logger.Printf("migrate: configuration error: %v", err)
-		return exitUsage
+		return fail(log, exitUsage, err, fmt.Sprintf("migrate: configuration error: %v", err))
 	case migrate.IsNewerSchema(err):
-		logger.Printf("migrate: %v", err)
-		return exitFailure
+		return fail(log, exitFailure, err, fmt.Sprintf("migrate: %v", err))
 	case err != nil:
-		logger.Printf("migrate: failed: %s", migrate.OneLine(err))
-		return exitFailure
+		return fail(log, exitFailure, err, fmt.Sprintf("migrate: failed: %s", migrate.OneLine(err)))
 	}
-	logger.Printf("migrate: done in %s: %d version(s) applied, schema at version %d",
-		time.Since(start).Round(time.Millisecond), len(res.Applied), res.To)
-	return exitOK
+	log.Info(fmt.Sprintf("migrate: done in %s: %d version(s) applied, schema at version %d",
+		time.Since(start).Round(time.Millisecond), len(res.Applied), res.To))
+	return nil
 }
 
-func migrateStatusCmd(ctx context.Context, args []string, getenv env, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo migrate status", flag.ContinueOnError)
-	if code := parseFlags(fs, args, migrateStatusHelp, stdout, stderr); code >= 0 {
-		return code
-	}
-	logger := newLogger(stderr)
+// statusSettings are the options of `demo migrate status`, from the environment.
+type statusSettings struct {
+	databaseURL string
+	target      int
+	timeout     time.Duration
+}
+
+func readStatusSettings(getenv func(string) string) (statusSettings, error) {
+	var s statusSettings
 	var errs []error
-	databaseURL, err := requiredString(getenv, "DATABASE_URL")
+	var err error
+	s.databaseURL, err = requiredString(getenv, "DATABASE_URL")
 	errs = append(errs, err)
-	target, err := intSetting(getenv, "DEMO_VERSION", 1, 1)
+	s.target, err = intSetting(getenv, "DEMO_VERSION", 1, 1)
 	errs = append(errs, err)
-	timeout, err := durationSetting(getenv, "MIGRATE_CONNECT_TIMEOUT", defaultConnectTimeout)
+	s.timeout, err = durationSetting(getenv, "MIGRATE_CONNECT_TIMEOUT", defaultConnectTimeout)
 	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		logger.Printf("migrate status: configuration error: %v", err)
-		return exitUsage
+	return s, errors.Join(errs...)
+}
+
+func migrateStatusCmd(ctx context.Context, args []string, e *env) error {
+	fs := flag.NewFlagSet("demo migrate status", flag.ContinueOnError)
+	if done, err := parseFlags(fs, args, migrateStatusHelp, e); done {
+		return err
 	}
-	st, err := migrate.CheckStatus(ctx, databaseURL, target, timeout)
+	s, err := readStatusSettings(e.getenv)
+	if err != nil {
+		return fail(e.logger(), exitUsage, err, fmt.Sprintf("migrate status: configuration error: %v", err))
+	}
+	return runMigrateStatus(ctx, s, e)
+}
+
+// runMigrateStatus is `demo migrate status`: it prints the schema version and DEMO_VERSION, and fails
+// unless they are equal.
+func runMigrateStatus(ctx context.Context, s statusSettings, e *env) error {
+	log := e.logger()
+	st, err := migrate.CheckStatus(ctx, s.databaseURL, s.target, s.timeout)
 	var cfgErr *migrate.ConfigError
 	switch {
 	case errors.As(err, &cfgErr):
-		logger.Printf("migrate status: configuration error: %v", err)
-		return exitUsage
+		return fail(log, exitUsage, err, fmt.Sprintf("migrate status: configuration error: %v", err))
 	case err != nil:
-		logger.Printf("migrate status: %s", migrate.OneLine(err))
-		return exitFailure
+		return fail(log, exitFailure, err, fmt.Sprintf("migrate status: %s", migrate.OneLine(err)))
 	}
 	verdict := "up to date"
 	if !st.UpToDate() {
 		verdict = "not up to date"
 	}
-	_, _ = fmt.Fprintf(stdout, "schema version: %d, expected: %d (%s)\n", st.Current, st.Expected, verdict)
+	_, _ = fmt.Fprintf(e.Out, "schema version: %d, expected: %d (%s)\n", st.Current, st.Expected, verdict)
 	if !st.UpToDate() {
-		return exitFailure
+		return cli.Exit(exitFailure, fmt.Errorf("schema version %d, expected %d", st.Current, st.Expected))
 	}
-	return exitOK
+	return nil
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"io"
+	"fmt"
 	"net"
 	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/demo/migrate"
 	"github.com/premigrate/premigrate/internal/demo/server"
 	"github.com/premigrate/premigrate/internal/demo/witness"
@@ -59,45 +60,63 @@ Exit codes:
   2  usage or configuration error
 `
 
-func serveCmd(ctx context.Context, started time.Time, args []string, getenv env, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo serve", flag.ContinueOnError)
-	if code := parseFlags(fs, args, serveHelp, stdout, stderr); code >= 0 {
-		return code
-	}
-	logger := newLogger(stderr)
+// serveSettings are the options of `demo serve`, from the environment.
+type serveSettings struct {
+	databaseURL string
+	appVersion  int
+	delay       time.Duration
+	addr        string
+	pod         string
+	identity    string
+}
+
+func readServeSettings(getenv func(string) string) (serveSettings, error) {
+	s := serveSettings{addr: getenv("LISTEN_ADDR"), pod: podName(getenv), identity: getenv("PREMIGRATE_IDENTITY")}
 	var errs []error
-	databaseURL, err := requiredString(getenv, "DATABASE_URL")
+	var err error
+	s.databaseURL, err = requiredString(getenv, "DATABASE_URL")
 	errs = append(errs, err)
-	appVersion, err := intSetting(getenv, "DEMO_VERSION", 1, 1)
+	s.appVersion, err = intSetting(getenv, "DEMO_VERSION", 1, 1)
 	errs = append(errs, err)
-	delay, err := durationSetting(getenv, "SHUTDOWN_DELAY", 5*time.Second)
+	s.delay, err = durationSetting(getenv, "SHUTDOWN_DELAY", 5*time.Second)
 	errs = append(errs, err)
-	addr := getenv("LISTEN_ADDR")
-	if addr == "" {
-		addr = ":8080"
+	if s.addr == "" {
+		s.addr = ":8080"
 	}
-	if err := errors.Join(errs...); err != nil {
-		logger.Printf("serve: configuration error: %v", err)
-		return exitUsage
+	return s, errors.Join(errs...)
+}
+
+func serveCmd(ctx context.Context, args []string, e *env) error {
+	fs := flag.NewFlagSet("demo serve", flag.ContinueOnError)
+	if done, err := parseFlags(fs, args, serveHelp, e); done {
+		return err
 	}
-	poolCfg, err := pgxpool.ParseConfig(databaseURL)
+	s, err := readServeSettings(e.getenv)
 	if err != nil {
-		logger.Printf("serve: configuration error: parse DATABASE_URL: %v", err)
-		return exitUsage
+		return fail(e.logger(), exitUsage, err, fmt.Sprintf("serve: configuration error: %v", err))
+	}
+	return runServe(ctx, s, e)
+}
+
+// runServe is `demo serve`: it serves the records API until ctx ends, then shuts down cleanly.
+func runServe(ctx context.Context, s serveSettings, e *env) error {
+	log := e.logger()
+	stdLog := cli.StdLogger(log)
+	poolCfg, err := pgxpool.ParseConfig(s.databaseURL)
+	if err != nil {
+		return fail(log, exitUsage, err, fmt.Sprintf("serve: configuration error: parse DATABASE_URL: %v", err))
 	}
 	// The pool connects lazily: the server starts (and answers /healthz) while the database is
 	// still unreachable; /readyz tells the difference.
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
-		logger.Printf("serve: create connection pool: %v", err)
-		return exitFailure
+		return fail(log, exitFailure, err, fmt.Sprintf("serve: create connection pool: %v", err))
 	}
 	defer pool.Close()
 
-	l, err := net.Listen("tcp", addr)
+	l, err := net.Listen("tcp", s.addr)
 	if err != nil {
-		logger.Printf("serve: listen on %s: %v", addr, err)
-		return exitFailure
+		return fail(log, exitFailure, err, fmt.Sprintf("serve: listen on %s: %v", s.addr, err))
 	}
 
 	// Records the start in the background, once the listener is up. Deferred after pool.Close, so
@@ -107,13 +126,13 @@ func serveCmd(ctx context.Context, started time.Time, args []string, getenv env,
 	go func() {
 		defer close(witnessDone)
 		start := witness.Start{
-			Pod:              podName(getenv),
-			Identity:         getenv("PREMIGRATE_IDENTITY"),
-			AppVersion:       appVersion,
-			ProcessStartedAt: started,
+			Pod:              s.pod,
+			Identity:         s.identity,
+			AppVersion:       s.appVersion,
+			ProcessStartedAt: e.started,
 		}
-		if _, err := witness.Run(witnessCtx, pool, start, logger); err != nil {
-			logger.Printf("witness: not recorded: %s", migrate.OneLine(err))
+		if _, err := witness.Run(witnessCtx, pool, start, stdLog); err != nil {
+			log.Warn(fmt.Sprintf("witness: not recorded: %s", migrate.OneLine(err)))
 		}
 	}()
 	defer func() {
@@ -123,20 +142,19 @@ func serveCmd(ctx context.Context, started time.Time, args []string, getenv env,
 
 	srv := server.New(server.Config{
 		Pool:          pool,
-		AppVersion:    appVersion,
-		ShutdownDelay: delay,
-		Logger:        logger,
+		AppVersion:    s.appVersion,
+		ShutdownDelay: s.delay,
+		Logger:        stdLog,
 	})
 	if err := srv.Serve(ctx, l); err != nil {
-		logger.Printf("serve: %v", err)
-		return exitFailure
+		return fail(log, exitFailure, err, fmt.Sprintf("serve: %v", err))
 	}
-	return exitOK
+	return nil
 }
 
 // podName is the name recorded in demo_pod_starts: POD_NAME, else HOSTNAME (which a container
 // runtime sets to the pod name), else the system's host name.
-func podName(getenv env) string {
+func podName(getenv func(string) string) string {
 	for _, name := range []string{"POD_NAME", "HOSTNAME"} {
 		if v := getenv(name); v != "" {
 			return v

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/premigrate/premigrate/internal/cli"
 )
 
 // isInit reports whether the gate is the container's init process (PID 1), which must reap the orphans the
@@ -28,19 +31,21 @@ var outputDrain = 2 * time.Second
 //     command is waited for;
 //   - as PID 1 (isInit), it waits with wait4(-1) and so also reaps the orphaned descendants re-parented
 //     to it, keeping only the command's own status; otherwise it waits with exec.Cmd.Wait.
-func runChild(ctx context.Context, argv []string, stdout, stderr io.Writer) int {
-	out, err := newChildOutput(stdout, stderr)
+//
+// The command gets s.In as its stdin (a nil In is /dev/null); the gate's own lines go to log.
+func runChild(ctx context.Context, argv []string, s cli.Streams, log *slog.Logger) int {
+	out, err := newChildOutput(s.Out, s.Err)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "gate run: starting %q: %v\n", argv[0], err)
+		log.Error(fmt.Sprintf("gate run: starting %q: %v", argv[0], err))
 		return 127
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, out.stdout, out.stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.In, out.stdout, out.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	asInit := isInit()
 	if err := cmd.Start(); err != nil {
 		out.finish(0)
-		_, _ = fmt.Fprintf(stderr, "gate run: starting %q: %v\n", argv[0], err)
+		log.Error(fmt.Sprintf("gate run: starting %q: %v", argv[0], err))
 		return 127
 	}
 	out.started()
@@ -78,13 +83,13 @@ func runChild(ctx context.Context, argv []string, stdout, stderr io.Writer) int 
 	}
 	out.finish(outputDrain)
 	if killErr != nil {
-		_, _ = fmt.Fprintf(stderr, "gate run: %v\n", killErr)
+		log.Error(fmt.Sprintf("gate run: %v", killErr))
 	}
 	if asInit {
 		_ = cmd.Process.Release() // reaped by wait4: only the pidfd is left to close
 	}
 	if r.err != nil {
-		_, _ = fmt.Fprintf(stderr, "gate run: waiting for %q: %v\n", argv[0], r.err)
+		log.Error(fmt.Sprintf("gate run: waiting for %q: %v", argv[0], r.err))
 		return exitFailed
 	}
 	return exitCode(r.status)

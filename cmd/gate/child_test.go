@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/premigrate/premigrate/internal/cli"
 )
 
 // prSetChildSubreaper is PR_SET_CHILD_SUBREAPER (linux/prctl.h): orphaned descendants of a subreaper are
@@ -60,7 +62,7 @@ func startChild(t *testing.T, ctx context.Context, argv ...string) func() childR
 	done := make(chan childRun, 1)
 	go func() {
 		var stdout, stderr bytes.Buffer
-		code := runChild(ctx, argv, &stdout, &stderr)
+		code := runChild(ctx, argv, cli.Streams{Out: &stdout, Err: &stderr}, cli.NewLogger(&stderr))
 		done <- childRun{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}()
 	return func() childRun {
@@ -149,7 +151,7 @@ func TestRunChildReturns127WhenTheCommandCannotStart(t *testing.T) {
 					if r.code != 127 {
 						t.Errorf("exit code = %d, want 127", r.code)
 					}
-					if want := fmt.Sprintf("gate run: starting %q", tc.argv[0]); !strings.Contains(r.stderr, want) {
+					if want := logged(fmt.Sprintf("gate run: starting %q", tc.argv[0])); !strings.Contains(r.stderr, want) {
 						t.Errorf("stderr %q does not say %q", r.stderr, want)
 					}
 				})
@@ -170,7 +172,7 @@ func TestRunChildPassesTheCommandsOutputThrough(t *testing.T) {
 			})
 			t.Run("one writer for both", func(t *testing.T) {
 				var out bytes.Buffer
-				code := runChild(context.Background(), []string{"/bin/sh", "-c", "echo one; echo two >&2; echo three"}, &out, &out)
+				code := runChild(context.Background(), []string{"/bin/sh", "-c", "echo one; echo two >&2; echo three"}, cli.Streams{Out: &out, Err: &out}, cli.NewLogger(&out))
 				if code != 0 || out.String() != "one\ntwo\nthree\n" {
 					t.Errorf("got code %d, output %q", code, out.String())
 				}

@@ -9,15 +9,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/gate"
 	"github.com/premigrate/premigrate/internal/kubeclient"
 	"github.com/premigrate/premigrate/internal/record"
@@ -37,26 +38,28 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := run(ctx, os.Args[1:], &env{
-		stdout:        os.Stdout,
-		stderr:        os.Stderr,
+	err := run(ctx, os.Args[1:], &env{
+		Streams:       cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
 		getenv:        os.Getenv,
 		namespaceFile: kubeclient.ServiceAccountNamespaceFile,
 		newClients:    newAPIClients,
 		now:           time.Now,
 	})
 	stop()
-	os.Exit(code)
+	os.Exit(cli.ExitCode(err)) // the one place an error becomes the exit code
 }
 
 // env is what the commands take from the process, replaceable in tests.
 type env struct {
-	stdout, stderr io.Writer
-	getenv         func(string) string
-	namespaceFile  string
-	newClients     func(kubeconfig string, getenv func(string) string) (*apiClients, error)
-	now            func() time.Time
+	cli.Streams
+	getenv        func(string) string
+	namespaceFile string
+	newClients    func(kubeconfig string, getenv func(string) string) (*apiClients, error)
+	now           func() time.Time
 }
+
+// logger is the commands' logger: one line per call on stderr (cli.NewLogger).
+func (e *env) logger() *slog.Logger { return cli.NewLogger(e.Err) }
 
 // configMapClient is what wait and record need of a ConfigMap client.
 type configMapClient interface {
@@ -92,51 +95,67 @@ func newAPIClients(kubeconfig string, getenv func(string) string) (*apiClients, 
 	}, nil
 }
 
-// logger writes one timestamped line per call (RFC 3339, milliseconds, UTC).
-func (e *env) logger() func(format string, args ...any) {
-	var mu sync.Mutex
-	return func(format string, args ...any) {
-		msg := strings.TrimRight(fmt.Sprintf(format, args...), "\n")
-		mu.Lock()
-		defer mu.Unlock()
-		_, _ = fmt.Fprintf(e.stderr, "%s %s\n", e.now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), msg)
-	}
-}
+// action runs a command once its flags are parsed; args are its positional arguments (after --).
+// It reports its own failures and returns nil, a *usageError, or a *cli.ExitError with the exit code.
+type action func(ctx context.Context, e *env, args []string) error
 
 type command struct {
 	name    string
 	summary string
-	// flags registers the command's flags on fs and returns the action to
-	// run once they are parsed.
-	flags func(fs *flag.FlagSet, e *env) func(ctx context.Context) int
+	// bind registers the command's options on fs and returns the action that runs the command with them.
+	bind func(fs *flag.FlagSet) action
 	// args is true for commands that take positional arguments (after --).
 	args bool
 }
 
 func commands() []command {
 	return []command{
-		{name: "wait", summary: "wait until the migration of an identity succeeded (init container)", flags: waitFlags},
-		{name: "record", summary: "record that the migration of an identity succeeded (migration Job)", flags: recordFlags},
-		{name: "run", summary: "run the migration command (after --) and record its success (migration Job)", flags: runFlags, args: true},
-		{name: "copy", summary: "copy this executable to --to (hands the gate to the migration container)", flags: copyFlags},
-		{name: "probe", summary: "GET a URL until it answers 2xx (helm test)", flags: probeFlags},
+		{name: "wait", summary: "wait until the migration of an identity succeeded (init container)", bind: func(fs *flag.FlagSet) action {
+			o := &waitOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, _ []string) error { return runWait(ctx, o, e) }
+		}},
+		{name: "record", summary: "record that the migration of an identity succeeded (migration Job)", bind: func(fs *flag.FlagSet) action {
+			o := &recordOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, _ []string) error { return runRecord(ctx, o, e) }
+		}},
+		{name: "run", summary: "run the migration command (after --) and record its success (migration Job)", args: true, bind: func(fs *flag.FlagSet) action {
+			o := &runOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, args []string) error {
+				o.argv = args
+				return runRun(ctx, o, e)
+			}
+		}},
+		{name: "copy", summary: "copy this executable to --to (hands the gate to the migration container)", bind: func(fs *flag.FlagSet) action {
+			o := &copyOptions{}
+			o.register(fs)
+			return func(_ context.Context, e *env, _ []string) error { return runCopy(o, e) }
+		}},
+		{name: "probe", summary: "GET a URL until it answers 2xx (helm test)", bind: func(fs *flag.FlagSet) action {
+			o := &probeOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, _ []string) error { return runProbe(ctx, o, e) }
+		}},
 	}
 }
 
-func run(ctx context.Context, args []string, e *env) int {
+// run dispatches the command line args to a command.
+func run(ctx context.Context, args []string, e *env) error {
 	if len(args) == 0 {
-		usage(e.stderr)
-		return exitUsage
+		usage(e.Err)
+		return cli.Exit(exitUsage, errors.New("no command"))
 	}
 	name, rest := args[0], args[1:]
 	switch name {
 	case "version", "--version", "-version":
-		_, _ = fmt.Fprintf(e.stdout, "gate %s\n", version)
-		return exitOK
+		_, _ = fmt.Fprintf(e.Out, "gate %s\n", version)
+		return nil
 	case "help", "-h", "-help", "--help":
 		if len(rest) == 0 {
-			usage(e.stdout)
-			return exitOK
+			usage(e.Out)
+			return nil
 		}
 		name, rest = rest[0], []string{"--help"}
 	}
@@ -145,14 +164,14 @@ func run(ctx context.Context, args []string, e *env) int {
 			return runCommand(ctx, c, rest, e)
 		}
 	}
-	_, _ = fmt.Fprintf(e.stderr, "gate: unknown command %q\n\n", name)
-	usage(e.stderr)
-	return exitUsage
+	_, _ = fmt.Fprintf(e.Err, "gate: unknown command %q\n\n", name)
+	usage(e.Err)
+	return cli.Exit(exitUsage, fmt.Errorf("unknown command %q", name))
 }
 
-func newFlagSet(c command, e *env) (*flag.FlagSet, func(ctx context.Context) int) {
+func newFlagSet(c command) (*flag.FlagSet, action) {
 	fs := flag.NewFlagSet("gate "+c.name, flag.ContinueOnError)
-	action := c.flags(fs, e)
+	act := c.bind(fs)
 	fs.Usage = func() {
 		extra := ""
 		if c.args {
@@ -161,31 +180,51 @@ func newFlagSet(c command, e *env) (*flag.FlagSet, func(ctx context.Context) int
 		_, _ = fmt.Fprintf(fs.Output(), "Usage: gate %s [flags]%s\n\n%s.\n\nFlags:\n", c.name, extra, upperFirst(c.summary))
 		fs.PrintDefaults()
 	}
-	return fs, action
+	return fs, act
 }
 
-func runCommand(ctx context.Context, c command, args []string, e *env) int {
-	fs, action := newFlagSet(c, e)
-	fs.SetOutput(e.stderr)
+// runCommand parses the command's flags and runs it; it prints usage errors with the command's usage.
+func runCommand(ctx context.Context, c command, args []string, e *env) error {
+	fs, act := newFlagSet(c)
+	fs.SetOutput(e.Err)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(e.stdout)
+			fs.SetOutput(e.Out)
 			fs.Usage()
-			return exitOK
+			return nil
 		}
-		return exitUsage // the flag package printed the error and usage
+		return cli.Exit(exitUsage, err) // the flag package printed the error and usage
 	}
+	var err error
 	if fs.NArg() > 0 && !c.args {
-		return usageError(e, fs, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		err = usageErrorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	} else {
+		err = act(ctx, e, fs.Args())
 	}
-	return action(ctx)
+	var usageErr *usageError
+	var exitErr *cli.ExitError
+	switch {
+	case err == nil || errors.As(err, &exitErr):
+		return err
+	case errors.As(err, &usageErr):
+		_, _ = fmt.Fprintf(e.Err, "%s: %v\n", fs.Name(), usageErr)
+		fs.SetOutput(e.Err)
+		fs.Usage()
+		return cli.Exit(exitUsage, err)
+	default: // not reported yet
+		e.logger().Error(fmt.Sprintf("%s: %v", fs.Name(), err))
+		return cli.Exit(exitFailed, err)
+	}
 }
 
-func usageError(e *env, fs *flag.FlagSet, format string, args ...any) int {
-	_, _ = fmt.Fprintf(e.stderr, "%s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
-	fs.SetOutput(e.stderr)
-	fs.Usage()
-	return exitUsage
+// usageError is a mistake on the command line: runCommand prints it with the command's usage (exit 2).
+type usageError struct{ err error }
+
+func (u *usageError) Error() string { return u.err.Error() }
+func (u *usageError) Unwrap() error { return u.err }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
 }
 
 func usage(w io.Writer) {
@@ -203,10 +242,10 @@ Commands:
 	_, _ = fmt.Fprint(w, `
 Exit codes: 0 success; 1 the migration failed (wait) or the command failed;
 2 usage; 3 timeout; 130 interrupted.
-Logs go to stderr, one line each, prefixed with an RFC 3339 timestamp.
+Logs go to stderr, one line each of key=value pairs: time (RFC 3339, UTC), level, msg.
 `)
 	for _, c := range commands() {
-		fs, _ := newFlagSet(c, &env{getenv: func(string) string { return "" }})
+		fs, _ := newFlagSet(c)
 		fs.SetOutput(w)
 		_, _ = fmt.Fprintln(w)
 		fs.Usage()
@@ -234,17 +273,17 @@ func (k *k8sFlags) register(fs *flag.FlagSet) {
 }
 
 // setup resolves the namespace and builds the clients.
-func (k *k8sFlags) setup(e *env, fs *flag.FlagSet) (string, *apiClients, int) {
+func (k *k8sFlags) setup(e *env) (string, *apiClients, error) {
 	ns, err := kubeclient.Namespace(k.namespace, e.getenv, e.namespaceFile)
 	if err != nil {
-		return "", nil, usageError(e, fs, "%v", err)
+		return "", nil, &usageError{err: err}
 	}
 	clients, err := e.newClients(k.kubeconfig, e.getenv)
 	if err != nil {
-		_, _ = fmt.Fprintf(e.stderr, "%s: Kubernetes client: %v\n", fs.Name(), err)
-		return "", nil, exitUsage
+		e.logger().Error(fmt.Sprintf("Kubernetes client: %v", err))
+		return "", nil, cli.Exit(exitUsage, err)
 	}
-	return ns, clients, exitOK
+	return ns, clients, nil
 }
 
 // checkIdentity rejects identities that cannot be ConfigMap keys.

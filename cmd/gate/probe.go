@@ -6,38 +6,46 @@ import (
 	"flag"
 	"time"
 
+	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/probe"
 )
 
-func probeFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
-	var (
-		url      = fs.String("url", "", "URL to GET until it answers 2xx (required)")
-		timeout  = fs.Duration("timeout", 60*time.Second, "give up after this long with exit code 3")
-		interval = fs.Duration("interval", time.Second, "pause between attempts")
-	)
-	return func(ctx context.Context) int {
-		if *url == "" {
-			return usageError(e, fs, "--url is required")
-		}
-		if *timeout <= 0 || *interval <= 0 {
-			return usageError(e, fs, "--timeout and --interval must be > 0")
-		}
-		logf := e.logger()
-		err := probe.Run(ctx, probe.Config{URL: *url, Timeout: *timeout, Interval: *interval, Logf: logf})
-		switch {
-		case err == nil:
-			return exitOK
-		case errors.Is(err, probe.ErrInvalidURL):
-			return usageError(e, fs, "%v", err)
-		case errors.Is(err, probe.ErrTimeout):
-			logf("%v", err)
-			return exitTimeout
-		case ctx.Err() != nil:
-			logf("interrupted: %v", err)
-			return exitInterrupted
-		default:
-			logf("%v", err)
-			return exitFailed
-		}
+// probeOptions are the flags of `gate probe`.
+type probeOptions struct {
+	url      string
+	timeout  time.Duration
+	interval time.Duration
+}
+
+func (o *probeOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.url, "url", "", "URL to GET until it answers 2xx (required)")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long with exit code 3")
+	fs.DurationVar(&o.interval, "interval", time.Second, "pause between attempts")
+}
+
+// runProbe is `gate probe`: it GETs the URL until it answers 2xx (exit 0) or the timeout passed (3).
+func runProbe(ctx context.Context, o *probeOptions, e *env) error {
+	if o.url == "" {
+		return usageErrorf("--url is required")
+	}
+	if o.timeout <= 0 || o.interval <= 0 {
+		return usageErrorf("--timeout and --interval must be > 0")
+	}
+	log := e.logger()
+	err := probe.Run(ctx, probe.Config{URL: o.url, Timeout: o.timeout, Interval: o.interval, Logf: cli.Logf(log)})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, probe.ErrInvalidURL):
+		return &usageError{err: err}
+	case errors.Is(err, probe.ErrTimeout):
+		log.Error(err.Error())
+		return cli.Exit(exitTimeout, err)
+	case ctx.Err() != nil:
+		log.Error("interrupted: " + err.Error())
+		return cli.Exit(exitInterrupted, err)
+	default:
+		log.Error(err.Error())
+		return cli.Exit(exitFailed, err)
 	}
 }

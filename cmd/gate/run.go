@@ -5,72 +5,85 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/pgready"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
-// runFlags is `gate run [flags] -- COMMAND [ARGS...]`: the migration container's entrypoint. It runs the
+// runOptions are the flags and the command of `gate run`.
+type runOptions struct {
+	recordOptions
+	ownJob        bool
+	waitPG        string
+	waitPGTimeout time.Duration
+	argv          []string // the migration command, after --
+}
+
+func (o *runOptions) register(fs *flag.FlagSet) {
+	o.recordOptions.register(fs)
+	fs.BoolVar(&o.ownJob, "own-job", false,
+		"make the records ConfigMap the owner of the Job named by --job, so the Job goes with the ConfigMap (a Helm hook Job, which helm uninstall leaves, then goes with the release's records); needs patch on that Job")
+	fs.StringVar(&o.waitPG, "wait-for-postgres", "",
+		"HOST:PORT of a PostgreSQL server: before running the command, wait until it accepts connections")
+	fs.DurationVar(&o.waitPGTimeout, "wait-for-postgres-timeout", 10*time.Minute, "give up waiting for PostgreSQL after this long (exit 1)")
+}
+
+// runRun is `gate run [flags] -- COMMAND [ARGS...]`: the migration container's entrypoint. It runs the
 // user's migration command with the container's stdin, stdout and stderr (so its log is the container's log,
 // which Helm prints when the hook fails), forwards SIGTERM to it, and records the identity only when the
 // command exits 0. It exits with the command's exit code, so a Job podFailurePolicy on exit codes still works.
 // An identity that is already recorded is never run again: a rollback, a GitOps revert or a Job re-created
 // after its TTL would otherwise run an older migration against a newer schema.
-func runFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
-	o := registerRecordFlags(fs)
-	ownJob := fs.Bool("own-job", false,
-		"make the records ConfigMap the owner of the Job named by --job, so the Job goes with the ConfigMap (a Helm hook Job, which helm uninstall leaves, then goes with the release's records); needs patch on that Job")
-	waitPG := fs.String("wait-for-postgres", "",
-		"HOST:PORT of a PostgreSQL server: before running the command, wait until it accepts connections")
-	waitPGTimeout := fs.Duration("wait-for-postgres-timeout", 10*time.Minute, "give up waiting for PostgreSQL after this long (exit 1)")
-	return func(ctx context.Context) int {
-		argv := fs.Args()
-		if len(argv) == 0 {
-			return usageError(e, fs, "the migration command is required after --")
-		}
-		if *waitPGTimeout <= 0 {
-			return usageError(e, fs, "--wait-for-postgres-timeout must be > 0")
-		}
-		r, code := o.prepare(e, fs)
-		if code != exitOK {
-			return code
-		}
-		logf := e.logger()
-		if done, code := r.checkRecorded(ctx, *ownJob, logf); done {
-			return code
-		}
-		if *waitPG != "" {
-			if err := pgready.Wait(ctx, *waitPG, *waitPGTimeout, logf); err != nil {
-				logf("not running the migration: %v", err)
-				if ctx.Err() != nil {
-					return exitInterrupted
-				}
-				return exitFailed
-			}
-		}
-		start := e.now()
-		code = runChild(ctx, argv, e.stdout, e.stderr)
-		took := e.now().Sub(start).Round(time.Millisecond)
-		if code != exitOK {
-			logf("migration command %q exited %d after %s: nothing recorded", argv[0], code, took)
-			return code
-		}
-		logf("migration command %q succeeded in %s", argv[0], took)
-		wctx := ctx
-		if ctx.Err() != nil {
-			// Stopped (SIGTERM) but the command still finished its work: record it, on a fresh deadline
-			// within the pod's grace period.
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterStop)
-			defer cancel()
-			logf("the migration finished after the gate was asked to stop: recording it within %s", recordAfterStop)
-		}
-		return r.write(wctx, logf)
+func runRun(ctx context.Context, o *runOptions, e *env) error {
+	if len(o.argv) == 0 {
+		return usageErrorf("the migration command is required after --")
 	}
+	if o.waitPGTimeout <= 0 {
+		return usageErrorf("--wait-for-postgres-timeout must be > 0")
+	}
+	r, err := o.prepare(e)
+	if err != nil {
+		return err
+	}
+	log := e.logger()
+	logf := cli.Logf(log)
+	if done, err := r.checkRecorded(ctx, o.ownJob, log); done {
+		return err
+	}
+	if o.waitPG != "" {
+		if err := pgready.Wait(ctx, o.waitPG, o.waitPGTimeout, logf); err != nil {
+			log.Error(fmt.Sprintf("not running the migration: %v", err))
+			if ctx.Err() != nil {
+				return cli.Exit(exitInterrupted, err)
+			}
+			return cli.Exit(exitFailed, err)
+		}
+	}
+	start := e.now()
+	code := runChild(ctx, o.argv, e.Streams, log)
+	took := e.now().Sub(start).Round(time.Millisecond)
+	if code != exitOK {
+		err := fmt.Errorf("migration command %q exited %d after %s: nothing recorded", o.argv[0], code, took)
+		log.Error(err.Error())
+		return cli.Exit(code, err)
+	}
+	logf("migration command %q succeeded in %s", o.argv[0], took)
+	wctx := ctx
+	if ctx.Err() != nil {
+		// Stopped (SIGTERM) but the command still finished its work: record it, on a fresh deadline
+		// within the pod's grace period.
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterStop)
+		defer cancel()
+		logf("the migration finished after the gate was asked to stop: recording it within %s", recordAfterStop)
+	}
+	return r.write(wctx, e)
 }
 
 // recordAfterStop bounds the record written after SIGTERM (the pod's grace period is 30 s by default).
@@ -78,9 +91,11 @@ const recordAfterStop = 15 * time.Second
 
 // checkRecorded reads the records ConfigMap (creating it when missing and --create-records is set) before the
 // migration runs, retrying API errors up to --wait-for-configmap. It returns done=true with the exit code when
-// the command must not run: the identity is already recorded (exit 0), or the records cannot be read.
-func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, logf func(string, ...any)) (bool, int) {
-	deadline := time.Now().Add(*r.o.waitCM)
+// the command must not run: the identity is already recorded (a nil error: exit 0), or the records cannot be
+// read.
+func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Logger) (bool, error) {
+	logf := cli.Logf(log)
+	deadline := time.Now().Add(r.o.waitCM)
 	var (
 		cm      *corev1.ConfigMap
 		created bool
@@ -92,64 +107,71 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, logf func(str
 			break
 		}
 		if ctx.Err() != nil {
-			return true, exitInterrupted
+			return true, cli.Exit(exitInterrupted, err)
 		}
 		if time.Now().After(deadline) {
-			logf("not running the migration: cannot tell whether identity %s is already recorded: %v", *r.o.identity, err)
-			return true, exitFailed
+			log.Error(fmt.Sprintf("not running the migration: cannot tell whether identity %s is already recorded: %v", r.o.identity, err))
+			return true, cli.Exit(exitFailed, err)
 		}
 		logf("reading the records before the migration (retrying in %s): %v", delay, err)
 		select {
 		case <-ctx.Done():
-			return true, exitInterrupted
+			return true, cli.Exit(exitInterrupted, ctx.Err())
 		case <-time.After(delay):
 		}
 	}
 	if cm == nil {
-		logf("ConfigMap %s/%s does not exist yet: identity %s is not recorded", r.ns, *r.o.records, *r.o.identity)
-		return false, exitOK
+		logf("ConfigMap %s/%s does not exist yet: identity %s is not recorded", r.ns, r.o.records, r.o.identity)
+		return false, nil
 	}
 	if created {
-		logf("created ConfigMap %s/%s for the migration records", r.ns, *r.o.records)
+		logf("created ConfigMap %s/%s for the migration records", r.ns, r.o.records)
 	}
 	if ownJob {
-		if err := record.OwnJob(ctx, r.clients.jobs(r.ns), *r.o.job, cm); err != nil {
-			logf("warning: %v: the Job will outlive the release", err)
+		if err := record.OwnJob(ctx, r.clients.jobs(r.ns), r.o.job, cm); err != nil {
+			log.Warn(fmt.Sprintf("warning: %v: the Job will outlive the release", err))
 		}
 	}
-	entry, found, decodeErr := record.Lookup(cm.Data, *r.o.identity)
+	entry, found, decodeErr := record.Lookup(cm.Data, r.o.identity)
 	if !found {
-		return false, exitOK
+		return false, nil
 	}
 	when := "at an unknown time"
 	if decodeErr == nil {
 		when = fmt.Sprintf("at %s by Job %s", entry.CompletedAt.Format(time.RFC3339), entry.Job)
 	}
 	logf("migration %s is already recorded in ConfigMap %s/%s (completed %s): not running it again "+
-		"(a rollback, a revert, or a Job re-created after its TTL); nothing to do", *r.o.identity, r.ns, *r.o.records, when)
-	return true, exitOK
+		"(a rollback, a revert, or a Job re-created after its TTL); nothing to do", r.o.identity, r.ns, r.o.records, when)
+	return true, nil
 }
 
-// copyFlags is `gate copy --to PATH`: copies this executable, so an init container of the gate image can
+// copyOptions are the flags of `gate copy`.
+type copyOptions struct {
+	to string
+}
+
+func (o *copyOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.to, "to", "", "where to write a copy of this executable (required)")
+}
+
+// runCopy is `gate copy --to PATH`: it copies this executable, so an init container of the gate image can
 // hand the gate to the migration container of the app image through an emptyDir.
-func copyFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
-	to := fs.String("to", "", "where to write a copy of this executable (required)")
-	return func(context.Context) int {
-		if *to == "" {
-			return usageError(e, fs, "--to is required")
-		}
-		self, err := os.Executable()
-		if err != nil {
-			_, _ = fmt.Fprintf(e.stderr, "gate copy: finding this executable: %v\n", err)
-			return exitFailed
-		}
-		if err := copyFile(self, *to); err != nil {
-			_, _ = fmt.Fprintf(e.stderr, "gate copy: %v\n", err)
-			return exitFailed
-		}
-		e.logger()("copied %s to %s", self, *to)
-		return exitOK
+func runCopy(o *copyOptions, e *env) error {
+	if o.to == "" {
+		return usageErrorf("--to is required")
 	}
+	log := e.logger()
+	self, err := os.Executable()
+	if err != nil {
+		log.Error(fmt.Sprintf("gate copy: finding this executable: %v", err))
+		return cli.Exit(exitFailed, err)
+	}
+	if err := copyFile(self, o.to); err != nil {
+		log.Error(fmt.Sprintf("gate copy: %v", err))
+		return cli.Exit(exitFailed, err)
+	}
+	log.Info(fmt.Sprintf("copied %s to %s", self, o.to))
+	return nil
 }
 
 func copyFile(from, to string) error {

@@ -10,6 +10,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/internal/cli"
 )
 
 func TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds(t *testing.T) {
@@ -150,7 +152,7 @@ func TestRunRecordsAMigrationThatSucceedsAfterTheGateWasAskedToStop(t *testing.T
 		}
 	}()
 	script := "trap 'exit 0' TERM; touch " + started + "; while :; do sleep 0.05; done"
-	if got := run(ctx, runArgs("--", "/bin/sh", "-c", script), h.env); got != exitOK {
+	if got := cli.ExitCode(run(ctx, runArgs("--", "/bin/sh", "-c", script), h.env)); got != exitOK {
 		t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
 	}
 	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})

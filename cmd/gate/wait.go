@@ -4,65 +4,79 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"time"
 
+	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/gate"
 )
 
-func waitFlags(fs *flag.FlagSet, e *env) func(ctx context.Context) int {
-	var (
-		k        k8sFlags
-		identity = fs.String("identity", "", "migration identity to wait for: a key of the records ConfigMap (required)")
-		records  = fs.String("records", "", "name of the records ConfigMap written by gate record (required)")
-		job      = fs.String("job", "", "exact name of the migration Job of this identity (required): only that Job's Complete condition counts, never another Job's")
-		timeout  = fs.Duration("timeout", 15*time.Minute, "give up after this long with exit code 3; 0 waits forever")
-		progress = fs.Duration("progress-interval", 10*time.Second, "period of the progress lines")
-	)
-	k.register(fs)
-	return func(ctx context.Context) int {
-		if err := checkIdentity(*identity); err != nil {
-			return usageError(e, fs, "%v", err)
-		}
-		if *records == "" {
-			return usageError(e, fs, "--records is required")
-		}
-		if *job == "" {
-			return usageError(e, fs, "--job is required")
-		}
-		if *timeout < 0 || *progress <= 0 {
-			return usageError(e, fs, "--timeout must be >= 0 and --progress-interval > 0")
-		}
-		ns, clients, code := k.setup(e, fs)
-		if code != exitOK {
-			return code
-		}
-		logf := e.logger()
-		res, err := gate.Wait(ctx, gate.Config{
-			Namespace:        ns,
-			Identity:         *identity,
-			Records:          *records,
-			Job:              *job,
-			Timeout:          *timeout,
-			ProgressInterval: *progress,
-			Logf:             logf,
-		}, clients.jobs(ns), clients.configMaps(ns))
-		switch {
-		case errors.Is(err, gate.ErrInvalidConfig):
-			return usageError(e, fs, "%v", err)
-		case err != nil:
-			logf("interrupted: %v", err)
-			return exitInterrupted
-		}
-		switch res.Outcome {
-		case gate.Succeeded:
-			return exitOK
-		case gate.Failed:
-			return exitFailed
-		case gate.TimedOut:
-			return exitTimeout
-		default:
-			logf("unexpected outcome %v", res.Outcome)
-			return exitFailed
-		}
+// waitOptions are the flags of `gate wait`.
+type waitOptions struct {
+	k8s      k8sFlags
+	identity string
+	records  string
+	job      string
+	timeout  time.Duration
+	progress time.Duration
+}
+
+func (o *waitOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.identity, "identity", "", "migration identity to wait for: a key of the records ConfigMap (required)")
+	fs.StringVar(&o.records, "records", "", "name of the records ConfigMap written by gate record (required)")
+	fs.StringVar(&o.job, "job", "", "exact name of the migration Job of this identity (required): only that Job's Complete condition counts, never another Job's")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long with exit code 3; 0 waits forever")
+	fs.DurationVar(&o.progress, "progress-interval", 10*time.Second, "period of the progress lines")
+	o.k8s.register(fs)
+}
+
+// runWait is `gate wait`: it holds the app pod until the migration of its identity succeeded (exit 0),
+// failed (1) or the timeout passed (3).
+func runWait(ctx context.Context, o *waitOptions, e *env) error {
+	if err := checkIdentity(o.identity); err != nil {
+		return &usageError{err: err}
+	}
+	if o.records == "" {
+		return usageErrorf("--records is required")
+	}
+	if o.job == "" {
+		return usageErrorf("--job is required")
+	}
+	if o.timeout < 0 || o.progress <= 0 {
+		return usageErrorf("--timeout must be >= 0 and --progress-interval > 0")
+	}
+	ns, clients, err := o.k8s.setup(e)
+	if err != nil {
+		return err
+	}
+	log := e.logger()
+	logf := cli.Logf(log)
+	res, err := gate.Wait(ctx, gate.Config{
+		Namespace:        ns,
+		Identity:         o.identity,
+		Records:          o.records,
+		Job:              o.job,
+		Timeout:          o.timeout,
+		ProgressInterval: o.progress,
+		Logf:             logf,
+	}, clients.jobs(ns), clients.configMaps(ns))
+	switch {
+	case errors.Is(err, gate.ErrInvalidConfig):
+		return &usageError{err: err}
+	case err != nil:
+		logf("interrupted: %v", err)
+		return cli.Exit(exitInterrupted, err)
+	}
+	switch res.Outcome {
+	case gate.Succeeded:
+		return nil
+	case gate.Failed:
+		return cli.Exit(exitFailed, errors.New(res.Summary))
+	case gate.TimedOut:
+		return cli.Exit(exitTimeout, errors.New(res.Summary))
+	default:
+		err := fmt.Errorf("unexpected outcome %v", res.Outcome)
+		log.Error(err.Error())
+		return cli.Exit(exitFailed, err)
 	}
 }

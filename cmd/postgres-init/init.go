@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/user"
@@ -21,7 +21,7 @@ const serverUser = "postgres"
 
 // dropRoot, when running as root, hands the data and socket directories to the postgres user and
 // switches the process to it. Otherwise it does nothing.
-func dropRoot(cfg config, logger *log.Logger) error {
+func dropRoot(cfg config, log *slog.Logger) error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
@@ -37,7 +37,7 @@ func dropRoot(cfg config, logger *log.Logger) error {
 	if err != nil {
 		return fmt.Errorf("gid of %s: %w", serverUser, err)
 	}
-	logger.Printf("running as root: handing %s and %s to user %s (%d:%d) and dropping to it", cfg.pgdata, cfg.socketDir, serverUser, uid, gid)
+	log.Info(fmt.Sprintf("running as root: handing %s and %s to user %s (%d:%d) and dropping to it", cfg.pgdata, cfg.socketDir, serverUser, uid, gid))
 	for _, dir := range []string{cfg.pgdata, cfg.socketDir} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", dir, err)
@@ -79,13 +79,13 @@ func chownTree(root string, uid, gid int) error {
 }
 
 // initialise creates the data directory on first start; an initialised one is left alone.
-func initialise(cfg config, logger *log.Logger, out io.Writer) error {
+func initialise(cfg config, log *slog.Logger, out io.Writer) error {
 	if err := os.MkdirAll(cfg.pgdata, 0o700); err != nil {
 		return fmt.Errorf("create PGDATA %s: %w", cfg.pgdata, err)
 	}
 	// PostgreSQL insists on 0700 (or 0750); a fresh volume mount often is not.
 	if err := os.Chmod(cfg.pgdata, 0o700); err != nil {
-		logger.Printf("warning: cannot set the mode of %s to 0700: %v", cfg.pgdata, err)
+		log.Warn(fmt.Sprintf("warning: cannot set the mode of %s to 0700: %v", cfg.pgdata, err))
 	}
 	if err := os.MkdirAll(cfg.socketDir, 0o775); err != nil {
 		return fmt.Errorf("create socket directory %s: %w", cfg.socketDir, err)
@@ -93,7 +93,7 @@ func initialise(cfg config, logger *log.Logger, out io.Writer) error {
 
 	versionFile := filepath.Join(cfg.pgdata, "PG_VERSION")
 	if v, err := os.ReadFile(versionFile); err == nil {
-		logger.Printf("%s is already initialised (PostgreSQL %s): skipping initialisation", cfg.pgdata, strings.TrimSpace(string(v)))
+		log.Info(fmt.Sprintf("%s is already initialised (PostgreSQL %s): skipping initialisation", cfg.pgdata, strings.TrimSpace(string(v))))
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("read %s: %w", versionFile, err)
@@ -103,7 +103,7 @@ func initialise(cfg config, logger *log.Logger, out io.Writer) error {
 		return errors.New("POSTGRES_PASSWORD is not set: the database superuser needs a password for TCP connections; " +
 			"set POSTGRES_PASSWORD (or POSTGRES_HOST_AUTH_METHOD=trust to allow every connection without one, never in production)")
 	}
-	logger.Printf("initialising %s: superuser %q, host authentication %s", cfg.pgdata, cfg.user, cfg.hostAuth)
+	log.Info(fmt.Sprintf("initialising %s: superuser %q, host authentication %s", cfg.pgdata, cfg.user, cfg.hostAuth))
 	initdbArgs := []string{
 		"-D", cfg.pgdata,
 		"-U", cfg.user,
@@ -130,15 +130,15 @@ func initialise(cfg config, logger *log.Logger, out io.Writer) error {
 	if err := appendFile(filepath.Join(cfg.pgdata, "pg_hba.conf"), "\n# added by postgres-init: TCP connections from anywhere\n"+rule+"\n"); err != nil {
 		return err
 	}
-	logger.Printf("pg_hba.conf: %s", rule)
+	log.Info("pg_hba.conf: " + rule)
 
 	if cfg.db != "postgres" {
 		if err := createDatabase(cfg); err != nil {
 			return err
 		}
-		logger.Printf("created database %q", cfg.db)
+		log.Info(fmt.Sprintf("created database %q", cfg.db))
 	}
-	logger.Printf("initialisation of %s complete", cfg.pgdata)
+	log.Info(fmt.Sprintf("initialisation of %s complete", cfg.pgdata))
 	return nil
 }
 
@@ -221,9 +221,9 @@ func serverEnv() []string {
 }
 
 // execPostgres replaces this process with the server; it returns only on failure.
-func execPostgres(cfg config, logger *log.Logger) error {
+func execPostgres(cfg config, log *slog.Logger) error {
 	argv := serverArgv(cfg)
-	logger.Printf("starting %s", strings.Join(argv, " "))
+	log.Info(fmt.Sprintf("starting %s", strings.Join(argv, " ")))
 	// argv[0] is the absolute path: postgres locates its installation from it.
 	if err := syscall.Exec(argv[0], argv, serverEnv()); err != nil {
 		return fmt.Errorf("exec %s: %w", argv[0], err)

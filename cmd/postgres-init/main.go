@@ -4,13 +4,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/premigrate/premigrate/internal/cli"
 )
 
 // Defaults of the settings.
@@ -138,34 +139,55 @@ func orDefault(v, def string) string {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+	// No signal handling: until postgres replaces this process, SIGTERM and SIGINT keep their default
+	// action (end it), as the official image's entrypoint script does.
+	err := run(context.Background(), os.Args[1:], &env{
+		Streams: cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
+		getenv:  os.Getenv,
+	})
+	os.Exit(cli.ExitCode(err)) // the one place an error becomes the exit code
 }
 
-// run prepares the data directory and execs postgres; it returns only on failure.
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	logger := log.New(stderr, "postgres-init: ", log.Ldate|log.Ltime|log.Lmicroseconds|log.LUTC|log.Lmsgprefix)
-	cfg, err := parseConfig(args, getenv)
+// env is what postgres-init takes from the process, replaceable in tests.
+type env struct {
+	cli.Streams
+	getenv func(string) string
+}
+
+// run parses the command line and the environment into a config and runs runInit with it.
+func run(ctx context.Context, args []string, e *env) error {
+	cfg, err := parseConfig(args, e.getenv)
 	switch {
 	case errors.Is(err, errHelp):
-		_, _ = fmt.Fprint(stdout, help)
-		return 0
+		_, _ = fmt.Fprint(e.Out, help)
+		return nil
 	case err != nil:
-		logger.Printf("error: %v", err)
-		return exitUsage
+		cli.NewLogger(e.Err).Error("error: " + err.Error())
+		return cli.Exit(exitUsage, err)
+	}
+	return runInit(ctx, cfg, e)
+}
+
+// runInit prepares the data directory and execs postgres; it returns only on failure.
+func runInit(ctx context.Context, cfg config, e *env) error {
+	log := cli.NewLogger(e.Err)
+	fail := func(err error) error {
+		log.Error("error: " + err.Error())
+		return cli.Exit(exitFailure, err)
 	}
 	if cfg.startDelay > 0 {
-		logger.Printf("POSTGRES_START_DELAY: holding the server back for %s", cfg.startDelay)
-		time.Sleep(cfg.startDelay)
+		log.Info(fmt.Sprintf("POSTGRES_START_DELAY: holding the server back for %s", cfg.startDelay))
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(cfg.startDelay):
+		}
 	}
-	if err := dropRoot(cfg, logger); err != nil {
-		logger.Printf("error: %v", err)
-		return exitFailure
+	if err := dropRoot(cfg, log); err != nil {
+		return fail(err)
 	}
-	if err := initialise(cfg, logger, stderr); err != nil {
-		logger.Printf("error: %v", err)
-		return exitFailure
+	if err := initialise(cfg, log, e.Err); err != nil {
+		return fail(err)
 	}
-	err = execPostgres(cfg, logger)
-	logger.Printf("error: %v", err)
-	return exitFailure
+	return fail(execPostgres(cfg, log))
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/pgtest"
 )
 
@@ -220,7 +221,7 @@ func TestInitialisesOnFirstStartAndNeverReinitialisesOnRestart(t *testing.T) {
 		t.Errorf("the entrypoint's process runs %s: it did not exec postgres", exe)
 	}
 	for _, line := range []string{"initialising " + pgdata, `created database "appdb"`, "pg_hba.conf: host all all all scram-sha-256", "listen_addresses=*"} {
-		if !strings.Contains(first.output.String(), line) {
+		if !strings.Contains(first.output.String(), logged(line)) {
 			t.Errorf("first start's output lacks %q:\n%s", line, first.output)
 		}
 	}
@@ -363,22 +364,33 @@ func TestConfigurationComesFromTheEnvironmentAndLeadingFlags(t *testing.T) {
 	}
 }
 
+// runCode runs postgres-init in-process and returns its exit code.
+func runCode(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	return cli.ExitCode(run(context.Background(), args, &env{Streams: cli.Streams{Out: stdout, Err: stderr}, getenv: getenv}))
+}
+
+// logged is how s appears within the msg value of a log line: quotes and backslashes escaped.
+func logged(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
 func TestUsageMistakesExitTwoAndHelpDocumentsTheEnvironment(t *testing.T) {
 	for _, args := range [][]string{{"--bindir"}, {"--pgdata="}, {"bash"}, {"postgres", "extra"}} {
 		var stderr bytes.Buffer
-		if code := run(args, func(string) string { return "" }, io.Discard, &stderr); code != exitUsage {
+		if code := runCode(args, func(string) string { return "" }, io.Discard, &stderr); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d\n%s", args, code, exitUsage, stderr.String())
 		}
 	}
 	for _, delay := range []string{"soon", "-1s"} {
 		var stderr bytes.Buffer
 		getenv := func(k string) string { return map[string]string{"POSTGRES_START_DELAY": delay}[k] }
-		if code := run(nil, getenv, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "POSTGRES_START_DELAY") {
+		if code := runCode(nil, getenv, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "POSTGRES_START_DELAY") {
 			t.Errorf("POSTGRES_START_DELAY=%s: exit %d, want %d naming the variable\n%s", delay, code, exitUsage, stderr.String())
 		}
 	}
 	var stdout bytes.Buffer
-	if code := run([]string{"--help"}, func(string) string { return "" }, &stdout, io.Discard); code != 0 {
+	if code := runCode([]string{"--help"}, func(string) string { return "" }, &stdout, io.Discard); code != 0 {
 		t.Errorf("--help: exit %d", code)
 	}
 	for _, name := range []string{"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "POSTGRES_HOST_AUTH_METHOD", "PGDATA", "PG_BINDIR", "PG_SOCKET_DIR", "POSTGRES_START_DELAY", "--bindir"} {

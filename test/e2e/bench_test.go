@@ -127,8 +127,9 @@ func createWaiterRBAC(t *testing.T, ns string) {
 	}
 }
 
-// waitDecision is when a waiter's log says it let its pod go: the first field of its last line.
-func waitDecision(t *testing.T, ns, pod string) time.Time {
+// waitDecision is when a waiter's log says it let its pod go: the first field of its last line, after
+// timeKey ("time=" in the gate's log lines, "" in the poller's).
+func waitDecision(t *testing.T, ns, pod, timeKey string) time.Time {
 	t.Helper()
 	raw, err := runStdout(env.kubectl, "logs", "-n", ns, pod, "-c", "wait")
 	if err != nil {
@@ -140,8 +141,8 @@ func waitDecision(t *testing.T, ns, pod string) time.Time {
 	if len(f) == 0 {
 		t.Fatalf("pod %s: empty wait log", pod)
 	}
-	ts, err := time.Parse(time.RFC3339Nano, f[0])
-	if err != nil {
+	ts, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], timeKey))
+	if err != nil || !strings.HasPrefix(f[0], timeKey) {
 		t.Fatalf("pod %s: last wait log line %q has no timestamp: %v", pod, lines[len(lines)-1], err)
 	}
 	return ts
@@ -237,8 +238,8 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 		if m := <-memDone; m > peakGateMem {
 			peakGateMem = m
 		}
-		g := waitDecision(t, ns, gated.Name).Sub(complete).Seconds()
-		p := waitDecision(t, ns, polled.Name).Sub(complete).Seconds()
+		g := waitDecision(t, ns, gated.Name, "time=").Sub(complete).Seconds()
+		p := waitDecision(t, ns, polled.Name, "").Sub(complete).Seconds()
 		gateLat, pollLat = append(gateLat, g), append(pollLat, p)
 		gateStart = append(gateStart, started[gated.Name].Sub(complete).Seconds())
 		pollStart = append(pollStart, started[polled.Name].Sub(complete).Seconds())
