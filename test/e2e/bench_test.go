@@ -158,7 +158,7 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 	for i := 0; i < runs; i++ {
 		id := fmt.Sprintf("bench-%02d", i)
 		jobName := "mig-" + id
-		gated := benchPod("gated-"+id, id, corev1.Container{Image: "premigrate/gate:0.2.0", Args: []string{"wait",
+		gated := benchPod("gated-"+id, id, corev1.Container{Image: "premigrate/gate:" + env.appVersion, Args: []string{"wait",
 			"--identity", id, "--records", "bench-migrations", "--job", jobName, "--timeout", "5m"}})
 		polled := benchPod("polled-"+id, id, corev1.Container{Image: "premigrate/bench-poller:dev", Args: []string{"poll", "--job", jobName, "--interval", "2s"}})
 		pods := []*corev1.Pod{gated, polled}

@@ -124,7 +124,7 @@ func staleJob(ctx context.Context, t *testing.T, r *release, name, id string) {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: restrictedPod(corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
-					Containers:    []corev1.Container{{Name: "stale", Image: "premigrate/gate:0.2.0", Args: []string{"version"}}},
+					Containers:    []corev1.Container{{Name: "stale", Image: "premigrate/gate:" + env.appVersion, Args: []string{"version"}}},
 				}),
 			},
 		},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sigs.k8s.io/yaml"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ var env struct {
 	repoRoot   string
 	chart      string
 	example    string
+	appVersion string // the chart's appVersion: the tag of the gate and demo images
 	helm3      string
 	helm4      string
 	kubectl    string
@@ -70,6 +72,9 @@ func setup() error {
 	env.repoRoot = root
 	env.chart = filepath.Join(root, "charts", "premigrate")
 	env.example = filepath.Join(root, "examples", "ledger", "chart")
+	if env.appVersion, err = chartAppVersion(env.chart); err != nil {
+		return err
+	}
 	env.helm3 = filepath.Join(root, "bin", "helm")
 	env.helm4 = filepath.Join(root, "bin", "helm4")
 	env.kubectl = filepath.Join(root, "bin", "kubectl")
@@ -130,4 +135,19 @@ func setup() error {
 		return fmt.Errorf("building a client: %w", err)
 	}
 	return nil
+}
+
+// chartAppVersion reads appVersion from the chart's Chart.yaml.
+func chartAppVersion(chart string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		return "", fmt.Errorf("reading the chart's Chart.yaml: %w", err)
+	}
+	var c struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(b, &c); err != nil || c.AppVersion == "" {
+		return "", fmt.Errorf("no appVersion in %s/Chart.yaml (%v)", chart, err)
+	}
+	return c.AppVersion, nil
 }

@@ -39,7 +39,7 @@ func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 			BackoffLimit: ptr.To[int32](0),
 			Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "gate", Image: "premigrate/gate:0.2.0", Args: []string{"version"}}},
+				Containers:    []corev1.Container{{Name: "gate", Image: "premigrate/gate:" + env.appVersion, Args: []string{"version"}}},
 			})},
 		},
 	}
@@ -54,8 +54,8 @@ func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 		return j.Status.Succeeded == 1, nil
 	})
 	logs := mustRun(t, env.kubectl, "logs", "-n", ns, "job/gate-version")
-	if !strings.Contains(logs, "0.2.0") {
-		t.Errorf("gate version printed %q, want it to name 0.2.0", logs)
+	if !strings.Contains(logs, env.appVersion) {
+		t.Errorf("gate version printed %q, want it to name %s", logs, env.appVersion)
 	}
 	t.Logf("Job complete after %s", time.Since(start).Round(time.Millisecond))
 

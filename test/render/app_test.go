@@ -16,8 +16,8 @@ const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef01234
 func TestTheAppRunsAsADeploymentWithItsServiceBudgetAndServiceAccount(t *testing.T) {
 	t.Run("the image is repository:tag, the tag defaulting to the appVersion", func(t *testing.T) {
 		app := container(t, render(t, renderOptions{}).deployment(t).Spec.Template.Spec.Containers, "app")
-		if app.Image != "premigrate/demo:0.2.0" {
-			t.Errorf("image = %q, want premigrate/demo:0.2.0", app.Image)
+		if app.Image != "premigrate/demo:0.3.0" {
+			t.Errorf("image = %q, want premigrate/demo:0.3.0", app.Image)
 		}
 		app = container(t, render(t, renderOptions{values: "image: {tag: v3}"}).deployment(t).Spec.Template.Spec.Containers, "app")
 		if app.Image != "premigrate/demo:v3" {
@@ -238,7 +238,7 @@ database: {existingSecret: prod-db, existingSecretKey: dsn, urlEnvName: PG_URL}
 			for k, want := range map[string]string{
 				"app.kubernetes.io/name":       "premigrate",
 				"app.kubernetes.io/instance":   releaseName,
-				"app.kubernetes.io/version":    "0.2.0",
+				"app.kubernetes.io/version":    "0.3.0",
 				"app.kubernetes.io/managed-by": "Helm",
 				"helm.sh/chart":                "premigrate-0.3.0",
 			} {

@@ -20,7 +20,7 @@ func TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded(t *testing.T) {
 			t.Fatalf("init containers %d", len(pod.Spec.InitContainers))
 		}
 		w := container(t, pod.Spec.InitContainers, "wait-for-migration")
-		if w.Image != "premigrate/gate:0.2.0" || !equalStrings(w.Command, []string{"/gate"}) {
+		if w.Image != "premigrate/gate:0.3.0" || !equalStrings(w.Command, []string{"/gate"}) {
 			t.Errorf("gate image %q command %v", w.Image, w.Command)
 		}
 		want := []string{"wait", "--identity", id, "--records", fullname + "-migrations",

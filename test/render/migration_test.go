@@ -205,7 +205,7 @@ migration:
 			m := container(t, spec.Containers, "migrate")
 			meta := `{"annotations":{"meta.helm.sh/release-name":"` + releaseName + `","meta.helm.sh/release-namespace":"` + namespace + `"},` +
 				`"labels":{"app.kubernetes.io/component":"migration","app.kubernetes.io/instance":"` + releaseName + `",` +
-				`"app.kubernetes.io/managed-by":"Helm","app.kubernetes.io/name":"premigrate","app.kubernetes.io/version":"0.2.0","helm.sh/chart":"premigrate-0.3.0"}}`
+				`"app.kubernetes.io/managed-by":"Helm","app.kubernetes.io/name":"premigrate","app.kubernetes.io/version":"0.3.0","helm.sh/chart":"premigrate-0.3.0"}}`
 			want := append([]string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--job", "$(JOB_NAME)", "--keep", "7",
 				"--create-records", meta}, tc.tail...)
 			want = append(want, "--", "/demo")

@@ -18,7 +18,7 @@ The gate's version: the default tag of the gate image. It is the library's appVe
 equal): the parent chart's appVersion is the app's, not the gate's.
 */}}
 {{- define "premigrate-lib.gateVersion" -}}
-0.2.0
+0.3.0
 {{- end }}
 
 {{- define "premigrate-lib.config" -}}
