@@ -68,5 +68,6 @@ if [ ! -d "$schemas" ]; then
 fi
 ln -sfn "$schemas" "$REPO_ROOT/bin/kubeconform-schemas"
 apt_install yamllint
-ln -sfn "$(command -v yamllint)" "$REPO_ROOT/bin/yamllint"
+# Debian's, by path: `command -v` finds this very link once bin/ is on PATH (make puts it first)
+ln -sfn /usr/bin/yamllint "$REPO_ROOT/bin/yamllint"
 say "tools ready in $REPO_ROOT/bin: $(cd "$REPO_ROOT/bin" && ls | tr '\n' ' ')"
