@@ -91,6 +91,10 @@ bench: tools chart-deps images ## measure gate latency, upgrade overhead and siz
 docs: tools ## regenerate the chart README's values table with helm-docs
 	helm-docs --chart-search-root charts --template-files README.md.gotmpl
 
+.PHONY: release
+release: tools ## multi-arch (amd64, arm64) images and the chart as OCI artifacts in the OCI layout dist/oci, offline, verified
+	@hack/release.sh
+
 .PHONY: package
 package: tools chart-deps ## helm package + helm repo index into ./dist/repo
 	mkdir -p dist/repo
