@@ -84,7 +84,7 @@ link_for_harness() {
 
 # Each image_* function writes its archive unless it exists, and sets ARCHIVE and IMAGE.
 image_chart_server() {
-  local key; key=$(cat "$GITOPS_DIR/chartserver/main.go" "$0" | sha256sum | cut -c1-12)
+  local key; key=$( { cat "$GITOPS_DIR/chartserver/main.go"; echo "$IMAGE_REV"; } | sha256sum | cut -c1-12)
   IMAGE=premigrate/chart-server:dev ARCHIVE=$GIMG/chart-server-$key.tar
   [ -f "$ARCHIVE" ] && return 0
   say "image $IMAGE: building"
@@ -264,6 +264,17 @@ wait_ready() { # wait_ready NAMESPACE KIND/NAME...
   done
 }
 
+wait_crds() { # wait_crds NAME...: until each CustomResourceDefinition is Established (60 s at most)
+  local c i
+  for c in "$@"; do
+    for i in $(seq 60); do
+      [ "$(K get crd "$c" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ] && break
+      (( i < 60 )) || { echo "error: CRD $c is not established after 60 s" >&2; return 1; }
+      sleep 1
+    done
+  done
+}
+
 up_chart_server() {
   restart_if_loaded chart-server deployment/chart-server gitops-charts || true
   subst "$GITOPS_DIR/manifests/chart-server.yaml" | K apply -f - >/dev/null
@@ -276,8 +287,7 @@ up_flux() {
   restart_if_loaded flux-source-controller deployment/source-controller flux-system || true
   restart_if_loaded flux-helm-controller deployment/helm-controller flux-system || true
   K apply --server-side --force-conflicts -f "$FLUX_CRDS" >/dev/null
-  K wait --for condition=Established --timeout=60s crd/helmreleases.helm.toolkit.fluxcd.io \
-    crd/helmrepositories.source.toolkit.fluxcd.io crd/helmcharts.source.toolkit.fluxcd.io >/dev/null
+  wait_crds helmreleases.helm.toolkit.fluxcd.io helmrepositories.source.toolkit.fluxcd.io helmcharts.source.toolkit.fluxcd.io
   subst "$GITOPS_DIR/manifests/flux.yaml" | K apply -f - >/dev/null
   wait_ready flux-system deployment/source-controller deployment/helm-controller
 }
@@ -290,6 +300,8 @@ up_argocd() {
     K -n argocd get deployment/argocd-repo-server >/dev/null 2>&1 && K -n argocd rollout restart deployment/argocd-repo-server statefulset/argocd-application-controller >/dev/null
   fi
   K apply -n argocd --server-side --force-conflicts -f "$ARGOCD_MANIFEST" >/dev/null
+  wait_crds applications.argoproj.io appprojects.argoproj.io
+  K apply -f "$GITOPS_DIR/manifests/argocd-default-project.yaml" >/dev/null
   wait_ready argocd deployment/argocd-redis deployment/argocd-repo-server statefulset/argocd-application-controller
 }
 
