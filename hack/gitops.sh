@@ -22,7 +22,7 @@ FLUX_SOURCE_VERSION=v1.7.3 # the newest source-controller served on the helm-con
 FLUX_HELM_VERSION=v1.4.0
 ARGOCD_VERSION=v3.6.1
 ARGOCD_GOTOOLCHAIN=go1.27.3 # Argo CD v3.6's go.mod says go 1.27.0
-IMAGE_REV=r1                # bump when an image's recipe below changes: the cached archives are then rebuilt
+IMAGE_REV=r2                # bump when an image's recipe below changes: the cached archives are then rebuilt
 
 G=$PREMIGRATE_CACHE/gitops
 GBIN=$G/bin GIMG=$G/images GMAN=$G/manifests REPO=$G/repo W=$G/build
@@ -44,14 +44,15 @@ need_tools() {
 
 # ---------------------------------------------------------------------------------------------------- build
 
-# go_bin NAME VERSION MODULE_DIR PACKAGE [GOTOOLCHAIN]: builds a static binary into $GBIN/NAME-VERSION once.
+# go_bin NAME VERSION MODULE_DIR PACKAGE [GOTOOLCHAIN [LDFLAGS]]: builds a static binary into
+# $GBIN/NAME-VERSION once (delete it to rebuild).
 go_bin() {
-  local name=$1 version=$2 dir=$3 pkg=$4 toolchain=${5:-}
+  local name=$1 version=$2 dir=$3 pkg=$4 toolchain=${5:-} ldflags=${6:-}
   local out=$GBIN/$name-$version
   [ -x "$out" ] && return 0
   # shellcheck disable=SC2016
   step "gitops-go-build-$name-$version" env -C "$dir" ${toolchain:+GOTOOLCHAIN=$toolchain} CGO_ENABLED=0 \
-    bash -c 'go build -trimpath -ldflags "-s -w" -o "$1.tmp" "$2" && mv "$1.tmp" "$1"' _ "$out" "$pkg"
+    bash -c 'go build -trimpath -ldflags "-s -w $3" -o "$1.tmp" "$2" && mv "$1.tmp" "$1"' _ "$out" "$pkg" "$ldflags"
 }
 
 mod_dir() { # mod_dir MODULE_DIR MODULE [GOTOOLCHAIN]: where the go command keeps that module's source
@@ -103,7 +104,7 @@ image_flux() { # image_flux source|helm
   mod=$GITOPS_DIR/flux/$which-controller
   go_bin "$which-controller" "$version" "$mod" "github.com/fluxcd/$which-controller"
   say "image $IMAGE: building"
-  prepare_mkimg; prepare_base
+  prepare_mkimg; prepare_base; rm -f "$GIMG/flux-$which-controller-"*.tar
   mkimg -o "$ARCHIVE.tmp" -tag "$IMAGE" -dir "$BASE:/" -layer x \
     -file "$GBIN/$which-controller-$version:/usr/local/bin/$which-controller" \
     -entrypoint "/usr/local/bin/$which-controller" -user 65532:65532 -env PATH=/usr/local/bin:/usr/bin:/bin &&
@@ -153,7 +154,7 @@ image_redis() {
   IMAGE=premigrate/argocd-redis:$tag ARCHIVE=$GIMG/argocd-redis-$tag-$IMAGE_REV.tar
   [ -f "$ARCHIVE" ] && return 0
   say "image $IMAGE: building from Debian's redis-tools $REDIS_VERSION"
-  prepare_mkimg; prepare_base
+  prepare_mkimg; prepare_base; rm -f "$GIMG/argocd-redis-"*.tar
   apt_install libjemalloc2 liblzf1 libatomic1 libssl3 libsystemd0 # only libraries, for ldd to resolve
   local x=$W/redis-deb r=$W/redis; rm -rf "$x" "$r"
   apt_extract "$x" "redis-tools=$REDIS_VERSION"
@@ -168,9 +169,12 @@ image_argocd() {
   local helm_version; helm_version=$(basename "$(readlink -f "$HELM4")" | sed 's/^helm4-//')
   IMAGE=premigrate/argocd:$ARGOCD_VERSION ARCHIVE=$GIMG/argocd-$ARGOCD_VERSION-helm-$helm_version-$IMAGE_REV.tar
   [ -f "$ARCHIVE" ] && return 0
-  go_bin argocd "$ARGOCD_VERSION" "$GITOPS_DIR/argocd" github.com/argoproj/argo-cd/v3/cmd "$ARGOCD_GOTOOLCHAIN"
+  # the version Argo CD's Makefile sets (it reports "v3.6.1+unknown": the module proxy gives no commit)
+  local c=github.com/argoproj/argo-cd/v3/common
+  go_bin argocd "$ARGOCD_VERSION" "$GITOPS_DIR/argocd" github.com/argoproj/argo-cd/v3/cmd "$ARGOCD_GOTOOLCHAIN" \
+    "-X $c.version=${ARGOCD_VERSION#v} -X $c.gitTag=$ARGOCD_VERSION -X $c.gitTreeState=clean"
   say "image $IMAGE: building (helm $helm_version as /usr/local/bin/helm)"
-  prepare_mkimg; prepare_base
+  prepare_mkimg; prepare_base; rm -f "$GIMG/argocd-v"*.tar
   # tools: tini as PID 1 (the repo server runs helm), busybox's sh/cp/ln (the repo server's copyutil init
   # container), helm 4 with the C library it links
   local x=$W/argocd-deb t=$W/argocd-tools a=$W/argocd-bin n; rm -rf "$x" "$t" "$a"
