@@ -9,6 +9,9 @@
 #                                           served repository: http://chart-server.gitops-charts.svc.cluster.local
 #   hack/gitops.sh down                     uninstall all of it (Flux and Argo CD objects first, then the controllers)
 #   hack/gitops.sh status                   what is installed and Ready
+#   hack/gitops.sh smoke [flux|argocd|all]  install the served chart once through each (manifests/smoke-*.yaml),
+#                                           wait until Ready (Flux) or Synced, Healthy and Succeeded (Argo CD),
+#                                           then remove it again
 #
 # Environment: KUBECONFIG (default $PREMIGRATE_CACHE/kubeconfig), KIND_CLUSTER_NAME (default premigrate),
 # GITOPS_CHART_VERSION (charts: package under this version instead of Chart.yaml's; Flux and Argo CD only
@@ -50,7 +53,7 @@ go_bin() {
   local name=$1 version=$2 dir=$3 pkg=$4 toolchain=${5:-} ldflags=${6:-}
   local out=$GBIN/$name-$version
   [ -x "$out" ] && return 0
-  # shellcheck disable=SC2016
+    # shellcheck disable=SC2016 # the inner script's variables are its own
   step "gitops-go-build-$name-$version" env -C "$dir" ${toolchain:+GOTOOLCHAIN=$toolchain} CGO_ENABLED=0 \
     bash -c 'go build -trimpath -ldflags "-s -w $3" -o "$1.tmp" "$2" && mv "$1.tmp" "$1"' _ "$out" "$pkg" "$ldflags"
 }
@@ -199,12 +202,11 @@ image_argocd() {
 
 # argocd_manifest: Argo CD's core install (manifests/core-install.yaml of the module) adapted, once:
 # our images, no pulls, without the ApplicationSet controller (core mode as used here has no use for it).
-argocd_manifest() {
-  ARGOCD_MANIFEST=$GMAN/argocd-core-$ARGOCD_VERSION-$IMAGE_REV-$(echo "$1" | tr ':/' '--').yaml
+argocd_manifest() { # argocd_manifest ARGOCD_IMAGE REDIS_IMAGE
+  ARGOCD_MANIFEST=$GMAN/argocd-core-$ARGOCD_VERSION-$IMAGE_REV-$(echo "$2" | tr ':/' '--').yaml
   [ -s "$ARGOCD_MANIFEST" ] && return 0
   local d; d=$(mod_dir "$GITOPS_DIR/argocd" github.com/argoproj/argo-cd/v3 "$ARGOCD_GOTOOLCHAIN")
-  "$GITOPS_DIR/argocd-manifest.sh" "$d/manifests/core-install.yaml" "premigrate/argocd:$ARGOCD_VERSION" "$1" \
-    >"$ARGOCD_MANIFEST.tmp"
+  "$GITOPS_DIR/argocd-manifest.sh" "$d/manifests/core-install.yaml" "$1" "$2" >"$ARGOCD_MANIFEST.tmp"
   mv "$ARGOCD_MANIFEST.tmp" "$ARGOCD_MANIFEST"
 }
 
@@ -221,7 +223,7 @@ build_images() {
   if [ "$what" = all ] || [ "$what" = argocd ]; then
     image_redis; ARCHIVES[argocd-redis]=$ARCHIVE REDIS_IMAGE=$IMAGE
     image_argocd; ARCHIVES[argocd]=$ARCHIVE ARGOCD_IMAGE=$IMAGE
-    argocd_manifest "$REDIS_IMAGE"
+    argocd_manifest "$ARGOCD_IMAGE" "$REDIS_IMAGE"
   fi
   local n
   for n in "${!ARCHIVES[@]}"; do link_for_harness "$n" "${ARCHIVES[$n]}"; done
@@ -342,7 +344,9 @@ charts() {
   K create namespace gitops-charts --dry-run=client -o yaml | K apply -f - >/dev/null
   K -n gitops-charts create configmap charts --from-file="$REPO" --dry-run=client -o yaml |
     K apply --server-side --force-conflicts -f - >/dev/null
-  say "charts: served $(cd "$REPO" && ls -- *.tgz | tr '\n' ' ')at http://chart-server.gitops-charts.svc.cluster.local"
+  local served=() f
+  for f in "$REPO"/*.tgz; do served+=("$(basename "$f")"); done
+  say "charts: served ${served[*]} at http://chart-server.gitops-charts.svc.cluster.local"
 }
 
 # ---------------------------------------------------------------------------------------------------- down
@@ -369,6 +373,34 @@ down() {
   say "gitops down: done (the image archives stay cached in $GIMG)"
 }
 
+# smoke_flux / smoke_argocd: the served chart through each, in its gitops-smoke-* namespace, then removed
+smoke_flux() {
+  local t0; t0=$(date +%s)
+  K apply -f "$GITOPS_DIR/manifests/smoke-flux.yaml" >/dev/null
+  if ! K -n gitops-smoke-flux wait helmrelease/premigrate --for=condition=Ready --timeout=600s >/dev/null; then
+    K -n gitops-smoke-flux get helmrepository,helmchart,helmrelease,pods >&2; return 1
+  fi
+  say "smoke flux: $(K -n gitops-smoke-flux get helmrelease premigrate -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}') ($(( $(date +%s) - t0 ))s)"
+  K -n gitops-smoke-flux delete helmrelease premigrate --wait --timeout=120s >/dev/null
+  K delete namespace gitops-smoke-flux --wait --timeout=120s >/dev/null
+}
+
+smoke_argocd() {
+  local t0 s i; t0=$(date +%s)
+  K apply -f "$GITOPS_DIR/manifests/smoke-argocd.yaml" >/dev/null
+  # health alone says Healthy before the first sync has started: the sync operation must have succeeded too
+  for i in $(seq 300); do
+    s=$(K -n argocd get application gitops-smoke-argocd \
+      -o jsonpath='{.status.sync.status} {.status.health.status} {.status.operationState.phase}')
+    [ "$s" = "Synced Healthy Succeeded" ] && break
+    (( i < 300 )) || { K -n argocd get application gitops-smoke-argocd -o yaml | tail -40 >&2; echo "error: $s" >&2; return 1; }
+    sleep 2
+  done
+  say "smoke argocd: Synced, Healthy, sync Succeeded at $(K -n argocd get application gitops-smoke-argocd -o jsonpath='{.status.sync.revision}') ($(( $(date +%s) - t0 ))s)"
+  K -n argocd delete application gitops-smoke-argocd --wait --timeout=120s >/dev/null
+  K delete namespace gitops-smoke-argocd --ignore-not-found --wait --timeout=120s >/dev/null
+}
+
 status() {
   local ns
   for ns in gitops-charts flux-system argocd; do
@@ -380,7 +412,8 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 cmd=${1:-}; shift || true
 case "$cmd:${1:-all}" in
-  build:all | build:flux | build:argocd | up:all | up:flux | up:argocd | charts:* | down:* | status:*) ;;
+  build:all | build:flux | build:argocd | up:all | up:flux | up:argocd | smoke:all | smoke:flux | smoke:argocd) ;;
+  charts:* | down:* | status:*) ;;
   *) usage; [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || { echo "error: unknown: $cmd ${1:-}" >&2; exit 2; }; exit 0 ;;
 esac
 case "$cmd" in
@@ -393,5 +426,9 @@ case "$cmd" in
   charts) charts "$@" ;;
   down) down ;;
   status) status ;;
+  smoke)
+    need_tools
+    if [ "${1:-all}" != argocd ]; then smoke_flux; fi
+    if [ "${1:-all}" != flux ]; then smoke_argocd; fi ;;
   *) usage; [ -z "$cmd" ] || [ "$cmd" = help ] || [ "$cmd" = -h ] || exit 2 ;;
 esac
