@@ -1,0 +1,501 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The GitOps controllers (hack/gitops.sh): Flux and Argo CD built here, installed into the cluster once per
+// run, and an in-cluster Helm repository serving this checkout's chart.
+
+var gitopsOnce = map[string]*sync.Once{"flux": {}, "argocd": {}}
+var gitopsErr = map[string]error{}
+
+// gitopsUp installs (or finds) a controller and refreshes the served chart, once per run. It fails the test,
+// never skips it, when that cannot be done.
+func gitopsUp(t *testing.T, which string) {
+	t.Helper()
+	gitopsOnce[which].Do(func() {
+		for _, args := range [][]string{{"up", which}, {"charts"}} {
+			cmd := exec.Command(filepath.Join(env.repoRoot, "hack", "gitops.sh"), args...)
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig, "KIND_CLUSTER_NAME="+clusterName())
+			start := time.Now()
+			out, err := cmd.CombinedOutput()
+			fmt.Printf("e2e: hack/gitops.sh %s: %s\n", strings.Join(args, " "), time.Since(start).Round(time.Second))
+			if err != nil {
+				gitopsErr[which] = fmt.Errorf("hack/gitops.sh %s: %w\n%s", strings.Join(args, " "), err, out)
+				return
+			}
+		}
+	})
+	if err := gitopsErr[which]; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// condition is one status condition of a Flux or Argo CD object.
+type condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// helmRelease is what the tests read of a Flux HelmRelease.
+type helmRelease struct {
+	Metadata struct {
+		Generation int64 `json:"generation"`
+	} `json:"metadata"`
+	Status struct {
+		ObservedGeneration int64       `json:"observedGeneration"`
+		Conditions         []condition `json:"conditions"`
+		History            []struct {
+			Version int    `json:"version"`
+			Status  string `json:"status"`
+		} `json:"history"`
+	} `json:"status"`
+}
+
+func (h helmRelease) condition(typ string) condition {
+	for _, c := range h.Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	return condition{}
+}
+
+// fluxRelease is one HelmRelease of the chart, with its release as the other scenarios know it.
+type fluxRelease struct {
+	*release
+}
+
+const fluxManifest = `apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata:
+  name: premigrate
+spec:
+  url: http://chart-server.gitops-charts.svc.cluster.local
+  interval: 1m
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: %[1]s
+spec:
+  releaseName: %[1]s
+  interval: 10m
+  timeout: 5m
+  chart:
+    spec:
+      chart: premigrate
+      sourceRef:
+        kind: HelmRepository
+        name: premigrate
+      interval: 1m
+  values: %[2]s
+`
+
+// apply writes the HelmRelease with values (Flux's defaults otherwise: install and upgrade wait).
+func (f fluxRelease) apply(values map[string]any) {
+	f.t.Helper()
+	b, err := json.Marshal(values)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if out, err := runWithStdin([]byte(fmt.Sprintf(fluxManifest, f.name, b)), env.kubectl, "apply", "-n", f.ns, "-f", "-"); err != nil {
+		f.t.Fatalf("applying the HelmRelease: %v\n%s", err, out)
+	}
+}
+
+func (f fluxRelease) get() helmRelease {
+	f.t.Helper()
+	out, err := runStdout(env.kubectl, "get", "helmrelease", f.name, "-n", f.ns, "-o", "json")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var h helmRelease
+	if err := json.Unmarshal([]byte(out), &h); err != nil {
+		f.t.Fatalf("decoding the HelmRelease: %v", err)
+	}
+	return h
+}
+
+// settle waits until Flux has acted on the HelmRelease's latest generation, and returns its Ready condition.
+func (f fluxRelease) settle(timeout time.Duration) condition {
+	f.t.Helper()
+	var ready condition
+	waitUntil(f.t, "Flux to reconcile HelmRelease "+f.name, timeout, func(context.Context) (bool, error) {
+		h := f.get()
+		ready = h.condition("Ready")
+		return h.Status.ObservedGeneration == h.Metadata.Generation && ready.Status != "" && ready.Status != "Unknown", nil
+	})
+	return ready
+}
+
+// TestFluxInstallsAndUpgradesTheChartWithItsDefaultsWithoutADeadlock installs the chart (hook mode, its
+// defaults) through a Flux HelmRelease with Flux's defaults (install and upgrade wait for the pods), then
+// upgrades it five times by changing the HelmRelease's values: each reconciles Ready, and the witness sees no
+// app process before its migration.
+func TestFluxInstallsAndUpgradesTheChartWithItsDefaultsWithoutADeadlock(t *testing.T) {
+	gitopsUp(t, "flux")
+	res := scenario(t, "flux-upgrades", "flux")
+	ctx := context.Background()
+	ns := newNamespace(t, "flux", restricted)
+	f := fluxRelease{newRelease(t, ns, "shop", "")}
+	start := time.Now()
+	f.apply(baseValues())
+	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
+		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
+	}
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	f.assertWitness(ctx, f.appIdentity(ctx))
+	for i, tag := range []string{"v2", "v3", "v4", "v5", "v6"} {
+		values := merged(baseValues(), map[string]any{"image": map[string]any{"tag": tag}, "env": []any{envVar("UPGRADE", fmt.Sprint(i+1))}})
+		before := f.appIdentity(ctx)
+		start := time.Now()
+		f.apply(values)
+		if ready := f.settle(6 * time.Minute); ready.Status != "True" {
+			t.Fatalf("upgrade %d (%s) did not reconcile: %s: %s", i+1, tag, ready.Reason, ready.Message)
+		}
+		res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+		res.Upgrades++
+		id := f.appIdentity(ctx)
+		if id == before {
+			t.Fatalf("upgrade %d kept identity %s", i+1, id)
+		}
+		f.assertWitness(ctx, id)
+	}
+	if v := f.psqlInt("select max(version) from schema_migrations"); v != 6 {
+		t.Errorf("schema at version %d after the upgrades, want 6", v)
+	}
+}
+
+// TestFluxReportsAFailedMigrationAndTheOldPodsKeepServing upgrades through Flux to a migration that fails:
+// the HelmRelease is not Ready and says why, the Deployment keeps its identity (no new pod starts), the
+// database is not half-migrated, and the migration Job's log stays readable. Flux's default is no remediation
+// (docs: upgrade.remediation), so the release stays failed until the values are fixed, which the last step does.
+func TestFluxReportsAFailedMigrationAndTheOldPodsKeepServing(t *testing.T) {
+	gitopsUp(t, "flux")
+	scenario(t, "flux-failed-migration", "flux")
+	ctx := context.Background()
+	ns := newNamespace(t, "fluxfail", restricted)
+	f := fluxRelease{newRelease(t, ns, "shop", "")}
+	f.apply(baseValues())
+	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
+		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
+	}
+	oldID := f.appIdentity(ctx)
+	f.apply(merged(baseValues(), map[string]any{
+		"image":     map[string]any{"tag": "v2"},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+	}))
+	ready := f.settle(6 * time.Minute)
+	if ready.Status != "False" {
+		t.Fatalf("the HelmRelease is Ready=%s after a failed migration: %s", ready.Status, ready.Message)
+	}
+	t.Logf("Flux reports: %s: %s", ready.Reason, ready.Message)
+	if got := f.appIdentity(ctx); got != oldID {
+		t.Errorf("the Deployment moved to identity %s although its migration failed", got)
+	}
+	if v := f.psqlInt("select max(version) from schema_migrations"); v != 1 {
+		t.Errorf("schema at version %d after the failed migration, want 1", v)
+	}
+	logs := mustRun(t, env.kubectl, "logs", "-n", ns, "job/"+f.fullname()+"-migrate", "-c", "migrate")
+	if !strings.Contains(logs, "injected failure in migration 2") {
+		t.Errorf("the failed migration's log does not say why:\n%s", logs)
+	}
+	mustRun(t, env.kubectl, "rollout", "status", "-n", ns, "deployment/"+f.fullname(), "--timeout=1m")
+	f.assertWitness(ctx, oldID)
+	// fixed values reconcile
+	f.apply(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
+		t.Fatalf("the fixed values did not reconcile: %s: %s", ready.Reason, ready.Message)
+	}
+	f.assertWitness(ctx, f.appIdentity(ctx))
+}
+
+// application is what the tests read of an Argo CD Application.
+type application struct {
+	Status struct {
+		Sync struct {
+			Status string `json:"status"`
+		} `json:"sync"`
+		Health struct {
+			Status string `json:"status"`
+		} `json:"health"`
+		OperationState struct {
+			Phase      string    `json:"phase"`
+			Message    string    `json:"message"`
+			FinishedAt time.Time `json:"finishedAt"`
+		} `json:"operationState"`
+	} `json:"status"`
+}
+
+// argoApp is one Argo CD Application of the chart into its own namespace, with its release.
+type argoApp struct {
+	*release
+}
+
+// manifest is the Application with values and a sync policy (nil: manual syncs only).
+func (a argoApp) manifest(values map[string]any, automated bool) []byte {
+	a.t.Helper()
+	spec := map[string]any{
+		"project": "default",
+		"source": map[string]any{
+			"repoURL": "http://chart-server.gitops-charts.svc.cluster.local", "chart": "premigrate", "targetRevision": "*",
+			"helm": map[string]any{"releaseName": a.name, "valuesObject": values},
+		},
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": a.ns},
+	}
+	if automated {
+		spec["syncPolicy"] = map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}
+	}
+	b, err := json.Marshal(map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": a.ns, "namespace": "argocd", "finalizers": []string{"resources-finalizer.argocd.argoproj.io"}},
+		"spec":     spec,
+	})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return b
+}
+
+func (a argoApp) apply(values map[string]any, automated bool) time.Time {
+	a.t.Helper()
+	at := time.Now()
+	if out, err := runWithStdin(a.manifest(values, automated), env.kubectl, "apply", "-f", "-"); err != nil {
+		a.t.Fatalf("applying the Application: %v\n%s", err, out)
+	}
+	return at
+}
+
+func (a argoApp) get() application {
+	a.t.Helper()
+	out, err := runStdout(env.kubectl, "get", "application", a.ns, "-n", "argocd", "-o", "json")
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	var app application
+	if err := json.Unmarshal([]byte(out), &app); err != nil {
+		a.t.Fatalf("decoding the Application: %v", err)
+	}
+	return app
+}
+
+// synced waits for a sync operation that finished after `after`, and returns the Application then.
+func (a argoApp) synced(after time.Time, timeout time.Duration) application {
+	a.t.Helper()
+	var app application
+	waitUntil(a.t, "Argo CD to finish a sync of "+a.ns, timeout, func(context.Context) (bool, error) {
+		app = a.get()
+		op := app.Status.OperationState
+		return op.FinishedAt.After(after.Add(-time.Second)) && op.Phase != "" && op.Phase != "Running", nil
+	})
+	return app
+}
+
+// healthy waits until the Application is Synced and Healthy.
+func (a argoApp) healthy(timeout time.Duration) {
+	a.t.Helper()
+	waitUntil(a.t, "Application "+a.ns+" to be Synced and Healthy", timeout, func(context.Context) (bool, error) {
+		app := a.get()
+		return app.Status.Sync.Status == "Synced" && app.Status.Health.Status == "Healthy", nil
+	})
+}
+
+// operate starts a sync operation by hand (what `argocd app sync [--resource ...]` does).
+func (a argoApp) operate(resources ...map[string]any) time.Time {
+	a.t.Helper()
+	sync := map[string]any{}
+	if len(resources) > 0 {
+		sync["resources"] = resources
+	}
+	patch, _ := json.Marshal(map[string]any{"operation": map[string]any{"initiatedBy": map[string]any{"username": "e2e"}, "sync": sync}})
+	at := time.Now()
+	mustRun(a.t, env.kubectl, "patch", "application", a.ns, "-n", "argocd", "--type", "merge", "-p", string(patch))
+	return at
+}
+
+func newArgoApp(t *testing.T, prefix string) argoApp {
+	t.Helper()
+	ns := newNamespace(t, prefix, restricted)
+	a := argoApp{newRelease(t, ns, "shop", "")}
+	t.Cleanup(func() {
+		_, _ = runTool(env.kubectl, "delete", "application", ns, "-n", "argocd", "--wait=true", "--timeout=2m")
+	})
+	return a
+}
+
+// argoValues are the chart's values under Argo CD: argocd mode, a fixed password (Argo CD renders without
+// lookup), a TTL on the Jobs.
+func argoValues(extra map[string]any) map[string]any {
+	v := merged(baseValues(), map[string]any{
+		"migration":  map[string]any{"mode": "argocd", "ttlSecondsAfterFinished": 60},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "argo-e2e"}},
+	})
+	return merged(v, extra)
+}
+
+// TestArgoCDSyncsTheChartInArgocdModeThroughFiveUpgrades installs the chart through an Argo CD Application
+// (automated sync with prune and selfHeal, a TTL on the Jobs) and upgrades it five times by changing the
+// Application's values (image and env): each sync succeeds, and the witness sees no app process before its
+// migration.
+func TestArgoCDSyncsTheChartInArgocdModeThroughFiveUpgrades(t *testing.T) {
+	gitopsUp(t, "argocd")
+	res := scenario(t, "argocd-upgrades", "argocd")
+	ctx := context.Background()
+	a := newArgoApp(t, "argo")
+	a.apply(argoValues(nil), true)
+	a.healthy(8 * time.Minute)
+	a.assertWitness(ctx, a.appIdentity(ctx))
+	for i, tag := range []string{"v2", "v3", "v4", "v5", "v6"} {
+		before := a.appIdentity(ctx)
+		at := a.apply(argoValues(map[string]any{"image": map[string]any{"tag": tag}, "env": []any{envVar("UPGRADE", fmt.Sprint(i+1))}}), true)
+		app := a.synced(at, 6*time.Minute)
+		if app.Status.OperationState.Phase != "Succeeded" {
+			t.Fatalf("upgrade %d (%s): sync %s: %s", i+1, tag, app.Status.OperationState.Phase, app.Status.OperationState.Message)
+		}
+		a.healthy(6 * time.Minute)
+		res.DurationsSec = append(res.DurationsSec, time.Since(at).Seconds())
+		res.Upgrades++
+		id := a.appIdentity(ctx)
+		if id == before {
+			t.Fatalf("upgrade %d kept identity %s", i+1, id)
+		}
+		a.assertWitness(ctx, id)
+	}
+	if v := a.psqlInt("select max(version) from schema_migrations"); v != 6 {
+		t.Errorf("schema at version %d after the upgrades, want 6", v)
+	}
+}
+
+// TestArgoCDReportsAFailedMigrationAndTheNewPodsNeverStart syncs values whose migration fails: the sync
+// operation fails and says so, the Deployment (wave 1, after the hook) keeps its identity and the old pods
+// serve, the schema is not half-migrated, and the failed Job's log stays readable.
+func TestArgoCDReportsAFailedMigrationAndTheNewPodsNeverStart(t *testing.T) {
+	gitopsUp(t, "argocd")
+	scenario(t, "argocd-failed-migration", "argocd")
+	ctx := context.Background()
+	a := newArgoApp(t, "argofail")
+	a.apply(argoValues(nil), true)
+	a.healthy(8 * time.Minute)
+	oldID := a.appIdentity(ctx)
+	at := a.apply(argoValues(map[string]any{
+		"image":     map[string]any{"tag": "v2"},
+		"migration": map[string]any{"mode": "argocd", "backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+	}), true)
+	app := a.synced(at, 6*time.Minute)
+	if app.Status.OperationState.Phase == "Succeeded" {
+		t.Fatalf("the sync of a failing migration succeeded")
+	}
+	t.Logf("Argo CD reports: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
+	if got := a.appIdentity(ctx); got != oldID {
+		t.Errorf("the Deployment moved to identity %s although its migration failed", got)
+	}
+	if v := a.psqlInt("select max(version) from schema_migrations"); v != 1 {
+		t.Errorf("schema at version %d after the failed migration, want 1", v)
+	}
+	logs := mustRun(t, env.kubectl, "logs", "-n", a.ns, "job/"+a.fullname()+"-migrate", "-c", "migrate")
+	if !strings.Contains(logs, "injected failure in migration 2") {
+		t.Errorf("the failed migration's log does not say why:\n%s", logs)
+	}
+	mustRun(t, env.kubectl, "rollout", "status", "-n", a.ns, "deployment/"+a.fullname(), "--timeout=1m")
+	a.assertWitness(ctx, oldID)
+}
+
+// TestASyncThatSkipsTheHookStillHoldsTheNewPods changes the values with automated sync off, then syncs only
+// the Deployment (a selective sync: Argo CD runs no hook): the new pods wait in the gate while no migration of
+// their identity has run, and start once a full sync ran it.
+func TestASyncThatSkipsTheHookStillHoldsTheNewPods(t *testing.T) {
+	gitopsUp(t, "argocd")
+	scenario(t, "argocd-selective-sync", "argocd")
+	ctx := context.Background()
+	a := newArgoApp(t, "argosel")
+	a.apply(argoValues(nil), true)
+	a.healthy(8 * time.Minute)
+	oldID := a.appIdentity(ctx)
+	a.apply(argoValues(map[string]any{"image": map[string]any{"tag": "v2"}}), false)
+	at := a.operate(map[string]any{"group": "apps", "kind": "Deployment", "name": a.fullname()})
+	if app := a.synced(at, 3*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
+		t.Fatalf("the selective sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
+	}
+	newID := a.appIdentity(ctx)
+	if newID == oldID {
+		t.Fatalf("the selective sync did not change the Deployment's identity")
+	}
+	if job := a.migrationJob(ctx, newID); job != nil {
+		t.Fatalf("a selective sync of the Deployment ran the migration hook %s", job.Name)
+	}
+	// the new pods exist and wait: for 30 s none of them starts its app container
+	waitUntil(t, "a pod of identity "+newID, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return len(a.appPods(ctx, newID)) > 0, nil
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range a.appPods(ctx, newID) {
+			if _, started := appStart(p); started {
+				t.Fatalf("pod %s of identity %s started its app container without its migration", p.Name, newID)
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if n := a.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", newID)); n != 0 {
+		t.Fatalf("the witness saw %d starts of identity %s before its migration", n, newID)
+	}
+	// a full sync runs the hook; the held pods start
+	at = a.operate()
+	if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
+		t.Fatalf("the full sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
+	}
+	mustRun(t, env.kubectl, "rollout", "status", "-n", a.ns, "deployment/"+a.fullname(), "--timeout=3m")
+	a.assertWitness(ctx, newID)
+}
+
+// TestArgoCDRendersHookModeAsAnInstallEverySync documents what migration.mode hook does under Argo CD: Argo CD
+// renders with `helm template`, so every sync is an install to the chart: the Job is a plain Job named by its
+// identity (no Helm hook), which the gate waits for; it works like job mode (a fixed password is needed, as
+// Argo CD renders without lookup). argocd mode is still the one to use: its Job is a Sync hook that runs
+// before the Deployment is applied.
+func TestArgoCDRendersHookModeAsAnInstallEverySync(t *testing.T) {
+	gitopsUp(t, "argocd")
+	scenario(t, "argocd-hook-mode", "argocd")
+	ctx := context.Background()
+	a := newArgoApp(t, "argohook")
+	values := func(tag string) map[string]any {
+		return merged(baseValues(), map[string]any{
+			"image":      map[string]any{"tag": tag},
+			"migration":  map[string]any{"mode": "hook"},
+			"postgresql": map[string]any{"auth": map[string]any{"password": "argo-e2e"}},
+		})
+	}
+	a.apply(values("v1"), true)
+	a.healthy(8 * time.Minute)
+	for _, tag := range []string{"v1", "v2"} {
+		if tag == "v2" {
+			at := a.apply(values(tag), true)
+			if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
+				t.Fatalf("sync of %s: %s: %s", tag, app.Status.OperationState.Phase, app.Status.OperationState.Message)
+			}
+			a.healthy(6 * time.Minute)
+		}
+		id := a.appIdentity(ctx)
+		job := a.migrationJob(ctx, id)
+		if job == nil {
+			t.Fatalf("%s: no migration Job of identity %s", tag, id)
+		}
+		if job.Name != a.fullname()+"-migrate-"+id || job.Annotations["helm.sh/hook"] != "" || job.Annotations["argocd.argoproj.io/hook"] != "" {
+			t.Errorf("%s: Job %s annotations %v: want the plain Job named by the identity", tag, job.Name, job.Annotations)
+		}
+		a.assertWitness(ctx, id)
+	}
+}
