@@ -1,3 +1,5 @@
+//go:build gitops
+
 package e2e
 
 import (

@@ -146,8 +146,11 @@ func chartAppVersion(chart string) (string, error) {
 	var c struct {
 		AppVersion string `json:"appVersion"`
 	}
-	if err := yaml.Unmarshal(b, &c); err != nil || c.AppVersion == "" {
-		return "", fmt.Errorf("no appVersion in %s/Chart.yaml (%v)", chart, err)
+	if err := yaml.Unmarshal(b, &c); err != nil {
+		return "", fmt.Errorf("decoding %s/Chart.yaml: %w", chart, err)
+	}
+	if c.AppVersion == "" {
+		return "", fmt.Errorf("no appVersion in %s/Chart.yaml", chart)
 	}
 	return c.AppVersion, nil
 }

@@ -32,7 +32,7 @@ type scenarioResult struct {
 // run shows as "not run" (a run cut short by a panic, a timeout or -run).
 var expectedScenarios = []string{
 	"adopter-control", "adopter-helm3", "adopter-helm4", "migration-proxy-sidecar",
-	"concurrent-migrations", "control-1", "flux-failed-migration", "flux-upgrades", "argocd-failed-migration", "argocd-hook-mode", "argocd-selective-sync", "argocd-upgrades", "control-2", "upgrade-from-previous-helm3", "upgrade-from-previous-helm4", "ct-install", "database-down", "destructive-migration",
+	"concurrent-migrations", "control-1", "control-2", "upgrade-from-previous-helm3", "upgrade-from-previous-helm4", "ct-install", "database-down", "destructive-migration",
 	"enable-later-helm3", "enable-later-helm4", "failed-migration", "gate-rbac", "gitops-revert-ttl",
 	"job-mode-kubectl-apply", "job-mode-rollback-helm3", "job-mode-rollback-helm4", "migration-pod-killed",
 	"reinstall-helm3", "reinstall-helm4", "rollback", "slow-database", "ttl-failed", "ttl-succeeded", "ttl-zero-wait-for-jobs",
