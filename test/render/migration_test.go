@@ -38,6 +38,10 @@ func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
 		if job.Annotations["helm.sh/hook-weight"] != "5" || job.Annotations["helm.sh/hook-delete-policy"] != "before-hook-creation,hook-succeeded" {
 			t.Errorf("configured hook annotations = %v", job.Annotations)
 		}
+		job = render(t, renderOptions{values: externalDB + "migration: {hookOutputLogs: false}", upgrade: true}).job(t)
+		if v, ok := job.Annotations["helm.sh/hook-output-log-policy"]; ok {
+			t.Errorf("migration.hookOutputLogs false still annotates hook-output-log-policy %q", v)
+		}
 	})
 
 	t.Run("hook mode installs, and upgrades that find no records ConfigMap, run a plain Job named by the identity", func(t *testing.T) {

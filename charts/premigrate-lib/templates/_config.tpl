@@ -63,6 +63,7 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $_ = set $c "ttlSecondsAfterFinished" $v.ttlSecondsAfterFinished -}}
 {{- $_ = set $c "hookWeight" (ternary $v.hookWeight 0 (hasKey $v "hookWeight")) -}}
 {{- $_ = set $c "hookDeletePolicy" ($v.hookDeletePolicy | default "before-hook-creation") -}}
+{{- $_ = set $c "hookOutputLogs" (ternary $v.hookOutputLogs true (hasKey $v "hookOutputLogs")) -}}
 {{- $_ = set $c "failFastExitCodes" (ternary $v.failFastExitCodes (list 3) (hasKey $v "failFastExitCodes")) -}}
 {{- $_ = set $c "keepRecords" (ternary $v.keepRecords 20 (hasKey $v "keepRecords")) -}}
 {{- $_ = set $c "waitForPostgres" ($v.waitForPostgres | default "") -}}

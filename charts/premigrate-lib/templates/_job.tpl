@@ -217,7 +217,9 @@ Annotations of the migration Job. Argument: the resolved configuration.
 helm.sh/hook: pre-upgrade
 helm.sh/hook-weight: {{ .hookWeight | toString | quote }}
 helm.sh/hook-delete-policy: {{ .hookDeletePolicy }}
+{{- if .hookOutputLogs }}
 helm.sh/hook-output-log-policy: hook-failed
+{{- end }}
 {{- else if eq .jobKind "argocd" -}}
 {{- $policies := list -}}
 {{- range splitList "," .hookDeletePolicy -}}

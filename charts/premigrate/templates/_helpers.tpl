@@ -215,6 +215,7 @@ labels and volumes where migration.* leaves them null. Usage:
   "ttlSecondsAfterFinished" $m.ttlSecondsAfterFinished
   "hookWeight" $m.hookWeight
   "hookDeletePolicy" $m.hookDeletePolicy
+  "hookOutputLogs" $m.hookOutputLogs
   "failFastExitCodes" $m.failFastExitCodes
   "keepRecords" $m.keepRecords
   "waitForPostgres" (ternary (printf "%s:5432" (include "premigrate.postgresqlName" $root)) "" $V.postgresql.enabled)
