@@ -38,9 +38,9 @@ cluster: chart-deps images ## create or reuse the kind cluster and load our imag
 	@node_image=$$(hack/kind/node-image.sh) && go run ./hack/cluster up --node-image "$$node_image"
 
 .PHONY: test-gitops
-test-gitops: tools chart-deps images gitops-images ## the Flux and Argo CD scenarios (build tag gitops; not yet part of make test: see docs/gitops.md)
+test-gitops: tools chart-deps images gitops-images ## only the Flux and Argo CD scenarios (part of make test-e2e)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test -tags gitops ./test/e2e/... -count=1 -timeout 60m -v -run 'Flux|ArgoCD|ASyncThatSkips' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
+	  go test ./test/e2e/... -count=1 -timeout 60m -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
 
 .PHONY: gitops-images
 gitops-images: tools ## build Flux's and Argo CD's images from source, cached by version (cold about 25 min, warm 1 s)
@@ -82,9 +82,9 @@ test-render: tools chart-deps ## render tests of the chart (no cluster)
 test-fast: lint test-unit test-render ## everything that needs no cluster
 
 .PHONY: test-e2e
-test-e2e: tools chart-deps images ## cluster tests on kind (creates the cluster; KEEP_CLUSTER=1 keeps it)
+test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/... -count=1 -timeout 75m -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+	  go test ./test/e2e/... -count=1 -timeout 80m -parallel 4 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
 .PHONY: test
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind

@@ -1,5 +1,3 @@
-//go:build gitops
-
 package e2e
 
 import (
@@ -21,10 +19,15 @@ import (
 var gitopsOnce = map[string]*sync.Once{"flux": {}, "argocd": {}}
 var gitopsErr = map[string]error{}
 
+// gitopsMu serializes hack/gitops.sh: both controllers' set-up packages and serves the same chart.
+var gitopsMu sync.Mutex
+
 // gitopsUp installs (or finds) a controller and refreshes the served chart, once per run. It fails the test,
 // never skips it, when that cannot be done.
 func gitopsUp(t *testing.T, which string) {
 	t.Helper()
+	gitopsMu.Lock()
+	defer gitopsMu.Unlock()
 	gitopsOnce[which].Do(func() {
 		for _, args := range [][]string{{"up", which}, {"charts"}} {
 			cmd := exec.Command(filepath.Join(env.repoRoot, "hack", "gitops.sh"), args...)
@@ -178,11 +181,11 @@ func (f fluxRelease) settle(timeout time.Duration) condition {
 	return ready
 }
 
-// TestFluxInstallsAndUpgradesTheChartWithItsDefaultsWithoutADeadlock installs the chart (hook mode, its
+// fluxInstallsAndUpgradesWithItsDefaults installs the chart (hook mode, its
 // defaults) through a Flux HelmRelease with Flux's defaults (install and upgrade wait for the pods), then
 // upgrades it five times by changing the HelmRelease's values: each reconciles Ready, and the witness sees no
 // app process before its migration.
-func TestFluxInstallsAndUpgradesTheChartWithItsDefaultsWithoutADeadlock(t *testing.T) {
+func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 	gitopsUp(t, "flux")
 	res := scenario(t, "flux-upgrades", "flux")
 	ctx := context.Background()
@@ -215,11 +218,11 @@ func TestFluxInstallsAndUpgradesTheChartWithItsDefaultsWithoutADeadlock(t *testi
 	}
 }
 
-// TestFluxReportsAFailedMigrationAndTheOldPodsKeepServing upgrades through Flux to a migration that fails:
+// fluxReportsAFailedMigration upgrades through Flux to a migration that fails:
 // the HelmRelease is not Ready and says why, the Deployment keeps its identity (no new pod starts), the
 // database is not half-migrated, and the migration Job's log stays readable. Flux's default is no remediation
 // (docs: upgrade.remediation), so the release stays failed until the values are fixed, which the last step does.
-func TestFluxReportsAFailedMigrationAndTheOldPodsKeepServing(t *testing.T) {
+func fluxReportsAFailedMigration(t *testing.T) {
 	gitopsUp(t, "flux")
 	scenario(t, "flux-failed-migration", "flux")
 	ctx := context.Background()
@@ -259,6 +262,66 @@ func TestFluxReportsAFailedMigrationAndTheOldPodsKeepServing(t *testing.T) {
 	f.assertWitness(ctx, f.appIdentity(ctx))
 }
 
+// helmControllerRestarts is the kubelet's restart count of Flux's helm-controller container.
+func helmControllerRestarts(t *testing.T) int {
+	t.Helper()
+	out := mustRun(t, env.kubectl, "get", "pods", "-n", "flux-system", "-l", "app=helm-controller",
+		"-o", "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount}{\"\\n\"}{end}")
+	n := 0
+	for _, f := range strings.Fields(out) {
+		var c int
+		if _, err := fmt.Sscan(f, &c); err != nil {
+			t.Fatalf("reading helm-controller's restart count %q: %v", out, err)
+		}
+		n += c
+	}
+	return n
+}
+
+// fluxCrashesOnHookOutputLogs is the negative control of fluxValues:
+// the same failed migration as above with the chart's default migration.hookOutputLogs (true) makes
+// helm-controller panic (the kubelet counts a restart) instead of reporting the failure. When this test fails,
+// Flux has fixed fluxcd/helm-controller#1562 and the advice in docs/gitops.md can go.
+func fluxCrashesOnHookOutputLogs(t *testing.T) {
+	gitopsUp(t, "flux")
+	scenario(t, "flux-hook-output-logs-control", "flux")
+	ns := newNamespace(t, "fluxlogs", restricted)
+	f := fluxRelease{newRelease(t, ns, "shop", "")}
+	values := merged(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
+	f.apply(values)
+	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
+		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
+	}
+	before := helmControllerRestarts(t)
+	t.Cleanup(func() {
+		// stop the crash loop: a suspended HelmRelease is not reconciled, then wait for the controller
+		_, _ = runTool(env.kubectl, "patch", "helmrelease", f.name, "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+		_, _ = runTool(env.kubectl, "rollout", "restart", "deployment/helm-controller", "-n", "flux-system")
+		_, _ = runTool(env.kubectl, "rollout", "status", "deployment/helm-controller", "-n", "flux-system", "--timeout=3m")
+	})
+	f.apply(deepMerged(values, map[string]any{
+		"image":     map[string]any{"tag": "v2"},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+	}))
+	waitUntil(t, "helm-controller to restart", 4*time.Minute, func(context.Context) (bool, error) {
+		return helmControllerRestarts(t) > before, nil
+	})
+	h := f.get()
+	t.Logf("helm-controller restarted %d time(s); the HelmRelease says Ready=%s: %s", helmControllerRestarts(t)-before,
+		h.condition("Ready").Status, h.condition("Ready").Message)
+}
+
+// TestFluxRunsTheChartWithItsDefaults runs the Flux scenarios side by side, then the control that crashes
+// helm-controller on purpose alone; all beside the Argo CD scenarios and the other parallel tests.
+func TestFluxRunsTheChartWithItsDefaults(t *testing.T) {
+	t.Parallel()
+	t.Run("with a working controller", func(t *testing.T) {
+		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", parallel(fluxInstallsAndUpgradesWithItsDefaults))
+		t.Run("reports a failed migration while the old pods keep serving", parallel(fluxReportsAFailedMigration))
+	})
+	t.Run("crashes helm-controller on a failed hook when hookOutputLogs is left on", fluxCrashesOnHookOutputLogs)
+}
+
 // application is what the tests read of an Argo CD Application.
 type application struct {
 	Status struct {
@@ -279,6 +342,7 @@ type application struct {
 // argoApp is one Argo CD Application of the chart into its own namespace, with its release.
 type argoApp struct {
 	*release
+	retries int // syncPolicy.retry.limit of automated syncs; 0 keeps Argo CD's default (5 retries with back-off)
 }
 
 // manifest is the Application with values and a sync policy (nil: manual syncs only).
@@ -293,7 +357,11 @@ func (a argoApp) manifest(values map[string]any, automated bool) []byte {
 		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": a.ns},
 	}
 	if automated {
-		spec["syncPolicy"] = map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}
+		policy := map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}
+		if a.retries > 0 {
+			policy["retry"] = map[string]any{"limit": a.retries}
+		}
+		spec["syncPolicy"] = policy
 	}
 	b, err := json.Marshal(map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
@@ -365,7 +433,7 @@ func (a argoApp) operate(resources ...map[string]any) time.Time {
 func newArgoApp(t *testing.T, prefix string) argoApp {
 	t.Helper()
 	ns := newNamespace(t, prefix, restricted)
-	a := argoApp{newRelease(t, ns, "shop", "")}
+	a := argoApp{release: newRelease(t, ns, "shop", "")}
 	t.Cleanup(func() {
 		_, _ = runTool(env.kubectl, "delete", "application", ns, "-n", "argocd", "--wait=true", "--timeout=2m")
 	})
@@ -382,11 +450,11 @@ func argoValues(extra map[string]any) map[string]any {
 	return deepMerged(v, extra)
 }
 
-// TestArgoCDSyncsTheChartInArgocdModeThroughFiveUpgrades installs the chart through an Argo CD Application
+// argoSyncsFiveUpgrades installs the chart through an Argo CD Application
 // (automated sync with prune and selfHeal, a TTL on the Jobs) and upgrades it five times by changing the
 // Application's values (image and env): each sync succeeds, and the witness sees no app process before its
 // migration.
-func TestArgoCDSyncsTheChartInArgocdModeThroughFiveUpgrades(t *testing.T) {
+func argoSyncsFiveUpgrades(t *testing.T) {
 	gitopsUp(t, "argocd")
 	res := scenario(t, "argocd-upgrades", "argocd")
 	ctx := context.Background()
@@ -415,14 +483,17 @@ func TestArgoCDSyncsTheChartInArgocdModeThroughFiveUpgrades(t *testing.T) {
 	}
 }
 
-// TestArgoCDReportsAFailedMigrationAndTheNewPodsNeverStart syncs values whose migration fails: the sync
+// argoReportsAFailedMigration syncs values whose migration fails: the sync
 // operation fails and says so, the Deployment (wave 1, after the hook) keeps its identity and the old pods
 // serve, the schema is not half-migrated, and the failed Job's log stays readable.
-func TestArgoCDReportsAFailedMigrationAndTheNewPodsNeverStart(t *testing.T) {
+func argoReportsAFailedMigration(t *testing.T) {
 	gitopsUp(t, "argocd")
 	scenario(t, "argocd-failed-migration", "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argofail")
+	// Argo CD retries a failed automated sync 5 times by default, with back-off (5 s doubling): each retry runs
+	// the migration again (BeforeHookCreation replaces the failed Job), about 6 minutes in all; once is enough here.
+	a.retries = 1
 	a.apply(argoValues(nil), true)
 	a.healthy(8 * time.Minute)
 	oldID := a.appIdentity(ctx)
@@ -449,10 +520,10 @@ func TestArgoCDReportsAFailedMigrationAndTheNewPodsNeverStart(t *testing.T) {
 	a.assertWitness(ctx, oldID)
 }
 
-// TestASyncThatSkipsTheHookStillHoldsTheNewPods changes the values with automated sync off, then syncs only
+// argoSelectiveSyncHoldsTheNewPods changes the values with automated sync off, then syncs only
 // the Deployment (a selective sync: Argo CD runs no hook): the new pods wait in the gate while no migration of
 // their identity has run, and start once a full sync ran it.
-func TestASyncThatSkipsTheHookStillHoldsTheNewPods(t *testing.T) {
+func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 	gitopsUp(t, "argocd")
 	scenario(t, "argocd-selective-sync", "argocd")
 	ctx := context.Background()
@@ -497,12 +568,12 @@ func TestASyncThatSkipsTheHookStillHoldsTheNewPods(t *testing.T) {
 	a.assertWitness(ctx, newID)
 }
 
-// TestArgoCDRendersHookModeAsAnInstallEverySync documents what migration.mode hook does under Argo CD: Argo CD
+// argoRendersHookModeAsAnInstall documents what migration.mode hook does under Argo CD: Argo CD
 // renders with `helm template`, so every sync is an install to the chart: the Job is a plain Job named by its
 // identity (no Helm hook), which the gate waits for; it works like job mode (a fixed password is needed, as
 // Argo CD renders without lookup). argocd mode is still the one to use: its Job is a Sync hook that runs
 // before the Deployment is applied.
-func TestArgoCDRendersHookModeAsAnInstallEverySync(t *testing.T) {
+func argoRendersHookModeAsAnInstall(t *testing.T) {
 	gitopsUp(t, "argocd")
 	scenario(t, "argocd-hook-mode", "argocd")
 	ctx := context.Background()
@@ -533,5 +604,23 @@ func TestArgoCDRendersHookModeAsAnInstallEverySync(t *testing.T) {
 			t.Errorf("%s: Job %s annotations %v: want the plain Job named by the identity", tag, job.Name, job.Annotations)
 		}
 		a.assertWitness(ctx, id)
+	}
+}
+
+// TestArgoCDSyncsTheChartInArgocdMode runs the Argo CD scenarios side by side (an Application and a namespace
+// each), beside the Flux scenarios and the other parallel tests.
+func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
+	t.Parallel()
+	t.Run("through five upgrades with automated sync, prune, self-heal and a TTL", parallel(argoSyncsFiveUpgrades))
+	t.Run("reports a failed migration and the new pods never start", parallel(argoReportsAFailedMigration))
+	t.Run("holds the new pods in a selective sync that skips the hook", parallel(argoSelectiveSyncHoldsTheNewPods))
+	t.Run("renders hook mode as an install on every sync", parallel(argoRendersHookModeAsAnInstall))
+}
+
+// parallel runs a subtest beside its siblings.
+func parallel(f func(*testing.T)) func(*testing.T) {
+	return func(t *testing.T) {
+		t.Parallel()
+		f(t)
 	}
 }

@@ -37,6 +37,8 @@ var expectedScenarios = []string{
 	"job-mode-kubectl-apply", "job-mode-rollback-helm3", "job-mode-rollback-helm4", "migration-pod-killed",
 	"reinstall-helm3", "reinstall-helm4", "rollback", "slow-database", "ttl-failed", "ttl-succeeded", "ttl-zero-wait-for-jobs",
 	"upgrades-helm3", "upgrades-helm4",
+	"flux-upgrades", "flux-failed-migration", "flux-hook-output-logs-control",
+	"argocd-upgrades", "argocd-failed-migration", "argocd-selective-sync", "argocd-hook-mode",
 }
 
 var report struct {

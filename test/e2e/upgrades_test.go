@@ -54,6 +54,7 @@ func upgradeCount() int {
 }
 
 func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchema(t *testing.T) {
+	t.Parallel() // beside the other long scenarios (Flux, Argo CD, the adopter)
 	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load
