@@ -191,9 +191,14 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 		}
 		v.rel.mustDeploy(merged(baseValues(), v.values))
 	}
+	floorNS := newNamespace(t, "bench-floor", restricted)
+	var bareHarness, bareAPI []float64
 	for i := 0; i < runs; i++ {
 		change := map[string]any{"env": []any{envVar("GREETING", fmt.Sprint(i))}}
 		line := []string{}
+		h, a := bareJob(t, floorNS, i)
+		bareHarness, bareAPI = append(bareHarness, h), append(bareAPI, a)
+		line = append(line, fmt.Sprintf("bare Job %.1fs", h))
 		for k := range variants {
 			v := variants[(i+k)%len(variants)] // rotate which variant goes first
 			stop := make(chan struct{})
@@ -236,5 +241,18 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 	}
 	res["ratios"] = ratios
 	t.Logf("ratios (medians): %v", ratios)
+	// the floor: a bare upgrade of the same Helm plus a bare Job; what premigrate adds is the rest
+	bareJobSec := percentile(bareHarness, 0.5)
+	res["bareJob"] = map[string]any{"harnessSec": bareHarness, "apiServerSec": bareAPI, "medianSec": bareJobSec}
+	overhead := map[string]float64{}
+	for _, v := range variants {
+		base := strings.Fields(v.name)[0] + " migration off"
+		if v.name != base {
+			overhead[v.name] = medians[v.name] - (medians[base] + bareJobSec)
+		}
+	}
+	res["aboveFloorSec"] = overhead
+	t.Logf("bare Job: median %.2fs (API server: %.0fs); above the floor (median - (bare upgrade + bare Job)): %v",
+		bareJobSec, percentile(bareAPI, 0.5), overhead)
 	benchRecord("upgradeOverhead", res)
 }
