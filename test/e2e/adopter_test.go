@@ -108,7 +108,7 @@ func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 	if wait {
 		args = append(args, "--wait")
 	}
-	out, err := runTool(l.helm, args...)
+	out, err := runCLI(l.t, l.helm, args...)
 	if strings.Contains(out, "field is immutable") {
 		l.t.Fatalf("helm reported an immutable field:\n%s", out)
 	}

@@ -90,10 +90,10 @@ func runWithStdin(stdin []byte, bin string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// mustRun is runTool that fails the test on error.
+// mustRun is runCLI that fails the test on error.
 func mustRun(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	out, err := runTool(bin, args...)
+	out, err := runCLI(t, bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,6 +83,9 @@ func setup() error {
 			return fmt.Errorf("%s is missing: run `make tools` (or `make test-e2e`)", b)
 		}
 	}
+	if err := checkCLIsOnPath(); err != nil {
+		return err
+	}
 	// the library chart is packaged into the charts that depend on it now, so no test runs a stale copy
 	for _, c := range []string{env.chart, env.example} {
 		if out, err := exec.Command(env.helm3, "dependency", "build", "--skip-refresh", c).CombinedOutput(); err != nil {

@@ -65,7 +65,7 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 			chart, version := previousChart(t)
 			ns := newNamespace(t, "prev-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
-			out, err := runTool(h.bin, "upgrade", "--install", r.name, chart, "-n", ns, "--wait", "--timeout", "4m",
+			out, err := runCLI(t, h.bin, "upgrade", "--install", r.name, chart, "-n", ns, "--wait", "--timeout", "4m",
 				"--values", r.valuesFile(baseValues()))
 			if err != nil {
 				t.Fatalf("installing the previous chart %s: %v", version, err)

@@ -58,7 +58,7 @@ func (r *release) deploy(values map[string]any, extra ...string) (string, time.D
 	args := append([]string{"upgrade", "--install", r.name, env.chart, "-n", r.ns, "--wait", "--timeout", "4m",
 		"--values", r.valuesFile(values)}, extra...)
 	start := time.Now()
-	out, err := runTool(r.helm, args...)
+	out, err := runCLI(r.t, r.helm, args...)
 	return out, time.Since(start), err
 }
 

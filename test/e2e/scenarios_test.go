@@ -39,7 +39,7 @@ func toolName(bin string) string {
 // template renders the chart with the Helm 3 CLI, for kubectl apply.
 func (r *release) template(values map[string]any) []byte {
 	r.t.Helper()
-	out, err := runTool(env.helm3, "template", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values))
+	out, err := runCLI(r.t, env.helm3, "template", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values))
 	if err != nil {
 		r.t.Fatal(err)
 	}
