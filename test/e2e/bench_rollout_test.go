@@ -1,0 +1,72 @@
+package e2e
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestBenchmarkRolloutWithMoreReplicas measures, for 2, 10 and 30 replicas with the chart's default strategy
+// (maxSurge 1, maxUnavailable 0: one new pod at a time), the time from the migration Job's Complete condition
+// to the last new app pod Ready, with the gate on the app pods (gate.mode watch) and without (gate.mode none:
+// Helm's hook order alone), each on the harness's watch. What the gate costs a rollout is the difference.
+func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
+	runs := envInt("BENCH_ROLLOUTS", 3)
+	var variants []*rolloutVariant
+	for _, n := range []int{2, 10, 30} {
+		for _, g := range []string{"watch", "none"} {
+			v := &rolloutVariant{replicas: n, gate: g}
+			v.rel = newRelease(t, newNamespace(t, fmt.Sprintf("bench-ro%d-%s", n, g), restricted), "app", env.helm4)
+			v.rel.mustDeploy(v.values(""))
+			variants = append(variants, v)
+		}
+	}
+	res := map[string]any{"runs": runs}
+	for i := 0; i < runs; i++ {
+		for k := range variants {
+			v := variants[(i+k)%len(variants)]
+			stop := make(chan struct{})
+			tl, wait := watchUpgrade(t, v.rel.ns, stop)
+			v.rel.mustDeploy(v.values(fmt.Sprint(i)))
+			close(stop)
+			wait()
+			tl.mu.Lock()
+			var last time.Time
+			for _, at := range tl.appReady {
+				if at.After(last) {
+					last = at
+				}
+			}
+			complete := tl.jobComplete
+			tl.mu.Unlock()
+			if complete.IsZero() || last.IsZero() || len(tl.appReady) < v.replicas {
+				t.Fatalf("%d replicas, gate %s: the watch saw Complete %v and %d of %d new pods Ready", v.replicas, v.gate, complete, len(tl.appReady), v.replicas)
+			}
+			v.sec = append(v.sec, last.Sub(complete).Seconds())
+		}
+	}
+	for _, v := range variants {
+		name := fmt.Sprintf("%d replicas, gate %s", v.replicas, v.gate)
+		res[name] = map[string]any{"completeToLastReadySec": v.sec, "medianSec": percentile(v.sec, 0.5)}
+		t.Logf("%s: Complete -> last new pod Ready, median %.2fs (%.1f-%.1f)", name, percentile(v.sec, 0.5), percentile(v.sec, 0), percentile(v.sec, 1))
+	}
+	benchRecord("rolloutReplicas", res)
+}
+
+// rolloutVariant is one release of the rollout benchmark.
+type rolloutVariant struct {
+	replicas int
+	gate     string
+	rel      *release
+	sec      []float64
+}
+
+// values are the variant's chart values; change sets an env var, so each upgrade runs a new migration
+// identity and replaces every pod.
+func (v *rolloutVariant) values(change string) map[string]any {
+	return map[string]any{
+		"replicaCount": v.replicas,
+		"gate":         map[string]any{"mode": v.gate},
+		"env":          []any{envVar("ROUND", change)},
+	}
+}
