@@ -82,7 +82,7 @@ test-render: tools chart-deps ## render tests of the chart (no cluster)
 test-fast: lint test-unit test-render ## everything that needs no cluster
 
 .PHONY: test-e2e
-test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it)
+test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test ./test/e2e/... -count=1 -timeout 80m -parallel 4 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 

@@ -31,11 +31,12 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 		if labels["pod-security.kubernetes.io/enforce"] == "restricted" {
 			assertNoPodSecurityRejections(t, ns.Name)
 		}
-		if os.Getenv("KEEP_CLUSTER") == "1" {
-			return
-		}
 		if t.Failed() {
 			dumpNamespace(t, ns.Name)
+			if os.Getenv("KEEP_CLUSTER") == "1" {
+				t.Logf("KEEP_CLUSTER=1: namespace %s kept", ns.Name)
+				return
+			}
 		}
 		err := env.client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
