@@ -205,7 +205,8 @@ func TestBenchmarkWaitersAtScale(t *testing.T) {
 				t.Fatal(err)
 			}
 			job := &batchv1.Job{
-				ObjectMeta: metav1.ObjectMeta{Name: jobName},
+				// the gate finds the Jobs of its identity by this label, and counts only the one named --job
+				ObjectMeta: metav1.ObjectMeta{Name: jobName, Labels: map[string]string{"premigrate.io/identity": jobName}},
 				Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers:    []corev1.Container{{Name: "migrate", Image: "premigrate/bench-poller:dev", Args: []string{"sleep", "2s"}}},
