@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,7 @@ func main() {
 		namespaceFile: kubeclient.ServiceAccountNamespaceFile,
 		newClients:    newAPIClients,
 		now:           time.Now,
+		exec:          execCommand,
 	})
 	stop()
 	os.Exit(cli.ExitCode(err)) // the one place an error becomes the exit code
@@ -54,8 +56,10 @@ type env struct {
 	cli.Streams
 	getenv        func(string) string
 	namespaceFile string
-	newClients    func(kubeconfig string, getenv func(string) string) (*apiClients, error)
+	newClients    func(k8s k8sFlags, getenv func(string) string) (*apiClients, error)
 	now           func() time.Time
+	// exec replaces the process with argv (gate wait -- COMMAND); it returns only on failure.
+	exec func(argv []string) error
 }
 
 // logger is the commands' logger: one line per call on stderr (cli.NewLogger).
@@ -79,8 +83,8 @@ type apiClients struct {
 	configMaps func(namespace string) configMapClient
 }
 
-func newAPIClients(kubeconfig string, getenv func(string) string) (*apiClients, error) {
-	cfg, err := kubeclient.Config(kubeconfig, getenv)
+func newAPIClients(k8s k8sFlags, getenv func(string) string) (*apiClients, error) {
+	cfg, err := kubeclient.Config(k8s.kubeconfig, k8s.tokenDir, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -110,10 +114,13 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{name: "wait", summary: "wait until the migration of an identity succeeded (init container)", bind: func(fs *flag.FlagSet) action {
+		{name: "wait", summary: "wait until the migration of an identity succeeded (init container), then run the command after -- if any (app container)", args: true, bind: func(fs *flag.FlagSet) action {
 			o := &waitOptions{}
 			o.register(fs)
-			return func(ctx context.Context, e *env, _ []string) error { return runWait(ctx, o, e) }
+			return func(ctx context.Context, e *env, args []string) error {
+				o.then = args
+				return runWait(ctx, o, e)
+			}
 		}},
 		{name: "record", summary: "record that the migration of an identity succeeded (migration Job)", bind: func(fs *flag.FlagSet) action {
 			o := &recordOptions{}
@@ -263,6 +270,7 @@ func upperFirst(s string) string {
 type k8sFlags struct {
 	namespace  string
 	kubeconfig string
+	tokenDir   string
 }
 
 func (k *k8sFlags) register(fs *flag.FlagSet) {
@@ -270,15 +278,21 @@ func (k *k8sFlags) register(fs *flag.FlagSet) {
 		"namespace of the Jobs and the records ConfigMap (default $POD_NAMESPACE, then the service account's namespace file "+kubeclient.ServiceAccountNamespaceFile+")")
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "",
 		"kubeconfig file for runs outside a cluster (default $KUBECONFIG; without either the in-cluster service account is used)")
+	fs.StringVar(&k.tokenDir, "token-dir", "",
+		"directory holding the API token, ca.crt and namespace files in a pod, in place of "+kubeclient.ServiceAccountDir+" (e.g. a projected volume mounted into an app container)")
 }
 
 // setup resolves the namespace and builds the clients.
 func (k *k8sFlags) setup(e *env) (string, *apiClients, error) {
-	ns, err := kubeclient.Namespace(k.namespace, e.getenv, e.namespaceFile)
+	nsFile := e.namespaceFile
+	if k.tokenDir != "" {
+		nsFile = filepath.Join(k.tokenDir, "namespace")
+	}
+	ns, err := kubeclient.Namespace(k.namespace, e.getenv, nsFile)
 	if err != nil {
 		return "", nil, &usageError{err: err}
 	}
-	clients, err := e.newClients(k.kubeconfig, e.getenv)
+	clients, err := e.newClients(*k, e.getenv)
 	if err != nil {
 		e.logger().Error(fmt.Sprintf("Kubernetes client: %v", err))
 		return "", nil, cli.Exit(exitUsage, err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -42,6 +43,7 @@ type harness struct {
 	cs             *fake.Clientset
 	stdout, stderr bytes.Buffer
 	env            *env
+	execed         []string
 }
 
 func newHarness(objects ...runtime.Object) *harness {
@@ -50,16 +52,23 @@ func newHarness(objects ...runtime.Object) *harness {
 		Streams:       cli.Streams{Out: &h.stdout, Err: &h.stderr},
 		getenv:        func(k string) string { return map[string]string{"POD_NAMESPACE": "shop"}[k] },
 		namespaceFile: "",
-		newClients: func(string, func(string) string) (*apiClients, error) {
+		newClients: func(k8sFlags, func(string) string) (*apiClients, error) {
 			return &apiClients{
 				jobs:       func(ns string) jobClient { return h.cs.BatchV1().Jobs(ns) },
 				configMaps: func(ns string) configMapClient { return h.cs.CoreV1().ConfigMaps(ns) },
 			}, nil
 		},
 		now: time.Now,
+		exec: func(argv []string) error {
+			h.execed = argv
+			return errExecInTest
+		},
 	}
 	return h
 }
+
+// errExecInTest is what the harness's exec returns: the process cannot be replaced in a test.
+var errExecInTest = errors.New("exec in a test")
 
 // run runs the gate with args and returns its exit code.
 func (h *harness) run(args ...string) int {
@@ -94,7 +103,6 @@ func TestWaitExitCodes(t *testing.T) {
 		{name: "exits 2 without the Job's name", args: []string{"wait", "--identity", identity, "--records", "r"},
 			want: 2, stderr: "--job is required"},
 		{name: "exits 2 on an unknown flag", args: []string{"wait", "--bogus"}, want: 2, stderr: "flag provided but not defined"},
-		{name: "exits 2 on extra arguments", args: append(append([]string{}, waitArgs...), "extra"), want: 2, stderr: "unexpected arguments"},
 		{name: "exits 2 on an unknown command", args: []string{"launch"}, want: 2, stderr: `unknown command "launch"`},
 		{name: "exits 2 without a command", args: nil, want: 2, stderr: "Usage: gate <command>"},
 	}
@@ -106,6 +114,43 @@ func TestWaitExitCodes(t *testing.T) {
 			}
 			if !strings.Contains(h.stderr.String(), tt.stderr) {
 				t.Errorf("stderr does not contain %q:\n%s", tt.stderr, &h.stderr)
+			}
+		})
+	}
+}
+
+func TestWaitRunsTheCommandAfterDashDashOnlyOnceTheMigrationSucceeded(t *testing.T) {
+	tests := []struct {
+		name     string
+		job      *batchv1.Job
+		wantExec bool
+		want     int
+	}{
+		{name: "Complete", job: job(batchv1.JobComplete), wantExec: true, want: exitFailed /* the test's exec fails */},
+		{name: "Failed", job: job(batchv1.JobFailed), want: exitFailed},
+		{name: "absent until the timeout", want: exitTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objects := []runtime.Object{recordsConfigMap()}
+			if tt.job != nil {
+				objects = append(objects, tt.job)
+			}
+			h := newHarness(objects...)
+			got := h.run("wait", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate-"+identity,
+				"--timeout", "300ms", "--", "/app", "serve", "--port=8080")
+			if got != tt.want {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", got, tt.want, &h.stderr)
+			}
+			if tt.wantExec {
+				if strings.Join(h.execed, " ") != "/app serve --port=8080" {
+					t.Errorf("executed %q, want the command after --", h.execed)
+				}
+				if !strings.Contains(h.stderr.String(), "starting /app") || !strings.Contains(h.stderr.String(), errExecInTest.Error()) {
+					t.Errorf("stderr does not say what started and why it failed:\n%s", &h.stderr)
+				}
+			} else if h.execed != nil {
+				t.Errorf("executed %q although the migration did not succeed", h.execed)
 			}
 		})
 	}

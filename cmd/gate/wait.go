@@ -5,6 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
 	"time"
 
 	"github.com/premigrate/premigrate/internal/cli"
@@ -19,6 +22,8 @@ type waitOptions struct {
 	job      string
 	timeout  time.Duration
 	progress time.Duration
+	// then is the command run in place of the gate once the migration succeeded (after --), if any.
+	then []string
 }
 
 func (o *waitOptions) register(fs *flag.FlagSet) {
@@ -30,8 +35,8 @@ func (o *waitOptions) register(fs *flag.FlagSet) {
 	o.k8s.register(fs)
 }
 
-// runWait is `gate wait`: it holds the app pod until the migration of its identity succeeded (exit 0),
-// failed (1) or the timeout passed (3).
+// runWait is `gate wait`: it holds the app pod until the migration of its identity succeeded (exit 0, or
+// the command after -- replaces the gate), failed (1) or the timeout passed (3).
 func runWait(ctx context.Context, o *waitOptions, e *env) error {
 	if err := checkIdentity(o.identity); err != nil {
 		return &usageError{err: err}
@@ -69,7 +74,13 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 	}
 	switch res.Outcome {
 	case gate.Succeeded:
-		return nil
+		if len(o.then) == 0 {
+			return nil
+		}
+		log.Info(fmt.Sprintf("starting %s", o.then[0]))
+		err := e.exec(o.then)
+		log.Error(fmt.Sprintf("starting %s: %v", o.then[0], err))
+		return cli.Exit(exitFailed, err)
 	case gate.Failed:
 		return cli.Exit(exitFailed, errors.New(res.Summary))
 	case gate.TimedOut:
@@ -79,4 +90,17 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 		log.Error(err.Error())
 		return cli.Exit(exitFailed, err)
 	}
+}
+
+// execCommand replaces the gate's process with argv, looked up on PATH, with the gate's environment: the
+// app keeps the container's PID, so it receives the kubelet's signals itself.
+func execCommand(argv []string) error {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fmt.Errorf("finding the command: %w", err)
+	}
+	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
+		return fmt.Errorf("executing %s: %w", path, err)
+	}
+	return nil
 }

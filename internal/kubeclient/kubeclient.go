@@ -7,7 +7,9 @@ package kubeclient
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,8 +20,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
+// ServiceAccountDir is where Kubernetes mounts the pod's service account token, CA and namespace.
+const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
 // ServiceAccountNamespaceFile is where Kubernetes mounts the pod's namespace.
-const ServiceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+const ServiceAccountNamespaceFile = ServiceAccountDir + "/namespace"
 
 // ErrNoNamespace is returned by Namespace when no source names a namespace.
 var ErrNoNamespace = errors.New("no namespace: pass --namespace, set POD_NAMESPACE, or run in a pod with a service account")
@@ -52,8 +57,12 @@ func Namespace(flagValue string, getenv func(string) string, namespaceFile strin
 
 // Config returns the REST configuration: from the kubeconfig file when one is
 // given (the kubeconfig argument, else the KUBECONFIG environment variable read
-// through getenv), otherwise the in-cluster service account configuration.
-func Config(kubeconfig string, getenv func(string) string) (*rest.Config, error) {
+// through getenv), otherwise the in-cluster configuration with the token and CA
+// of tokenDir, or of the pod's service account when tokenDir is empty.
+func Config(kubeconfig, tokenDir string, getenv func(string) string) (*rest.Config, error) {
+	if kubeconfig == "" && getenv("KUBECONFIG") == "" && tokenDir != "" {
+		return tokenDirConfig(tokenDir, getenv)
+	}
 	if kubeconfig == "" && getenv("KUBECONFIG") == "" {
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
@@ -70,6 +79,27 @@ func Config(kubeconfig string, getenv func(string) string) (*rest.Config, error)
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// tokenDirConfig is rest.InClusterConfig with the token and CA files of dir.
+func tokenDirConfig(dir string, getenv func(string) string) (*rest.Config, error) {
+	host, port := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errors.New("--token-dir is for runs in a pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set")
+	}
+	token := filepath.Join(dir, "token")
+	if _, err := os.Stat(token); err != nil {
+		return nil, fmt.Errorf("API token of --token-dir: %w", err)
+	}
+	ca := filepath.Join(dir, "ca.crt")
+	if _, err := os.Stat(ca); err != nil {
+		return nil, fmt.Errorf("CA of --token-dir: %w", err)
+	}
+	return &rest.Config{
+		Host:            "https://" + net.JoinHostPort(host, port),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: ca},
+		BearerTokenFile: token,
+	}, nil
 }
 
 // Clients hands out typed clients for the two resources the gate uses.

@@ -104,7 +104,7 @@ func TestConfigReadsAKubeconfigFromTheFlagOrKUBECONFIG(t *testing.T) {
 		"from a KUBECONFIG list": {env: map[string]string{"KUBECONFIG": "/nonexistent" + string(os.PathListSeparator) + path}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			cfg, err := kubeclient.Config(args.flag, env(args.env))
+			cfg, err := kubeclient.Config(args.flag, "", env(args.env))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,9 +119,48 @@ func TestConfigOutsideAClusterSaysHowToPassAKubeconfig(t *testing.T) {
 	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
 		t.Skip("running in a cluster")
 	}
-	_, err := kubeclient.Config("", env(nil))
+	_, err := kubeclient.Config("", "", env(nil))
 	if err == nil || !strings.Contains(err.Error(), "--kubeconfig") {
 		t.Fatalf("err = %v, want a hint about --kubeconfig", err)
+	}
+}
+
+func TestConfigFromATokenDirectoryUsesItsTokenAndCA(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"token", "ca.crt"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inPod := env(map[string]string{"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"})
+	cfg, err := kubeclient.Config("", dir, inPod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://10.96.0.1:443" || cfg.BearerTokenFile != filepath.Join(dir, "token") || cfg.CAFile != filepath.Join(dir, "ca.crt") {
+		t.Errorf("config = host %q token file %q CA %q", cfg.Host, cfg.BearerTokenFile, cfg.CAFile)
+	}
+	path := writeKubeconfig(t, "https://10.0.0.1:6443")
+	if cfg, err := kubeclient.Config(path, dir, inPod); err != nil || cfg.Host != "https://10.0.0.1:6443" {
+		t.Errorf("a kubeconfig must win over --token-dir: host %v, err %v", cfg, err)
+	}
+}
+
+func TestConfigFromATokenDirectoryNamesWhatIsMissing(t *testing.T) {
+	inPod := env(map[string]string{"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"})
+	for name, tt := range map[string]struct {
+		getenv func(string) string
+		want   string
+	}{
+		"outside a pod": {getenv: env(nil), want: "KUBERNETES_SERVICE_HOST"},
+		"without token": {getenv: inPod, want: "API token of --token-dir"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := kubeclient.Config("", t.TempDir(), tt.getenv)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want it to name %q", err, tt.want)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The GitOps controllers (hack/gitops.sh): Flux and Argo CD built here, installed into the cluster once per
@@ -173,11 +175,27 @@ func (f fluxRelease) get() helmRelease {
 func (f fluxRelease) settle(timeout time.Duration) condition {
 	f.t.Helper()
 	var ready condition
-	waitUntil(f.t, "Flux to reconcile HelmRelease "+f.name, timeout, func(context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
 		h := f.get()
 		ready = h.condition("Ready")
 		return h.Status.ObservedGeneration == h.Metadata.Generation && ready.Status != "" && ready.Status != "Unknown", nil
 	})
+	if err != nil {
+		status, _ := runStdout(env.kubectl, "get", "helmrelease", f.name, "-n", f.ns, "-o", "jsonpath={.metadata.generation} {.status}")
+		logs, _ := runStdout(env.kubectl, "logs", "-n", "flux-system", "deployment/helm-controller", "--since=15m")
+		var mine []string
+		for _, l := range strings.Split(logs, "\n") {
+			if strings.Contains(l, `"`+f.ns+`"`) || strings.Contains(l, "panic") {
+				mine = append(mine, l)
+			}
+		}
+		restarts := helmControllerRestarts(f.t)
+		f.t.Fatalf("waiting %s for Flux to reconcile HelmRelease %s/%s: %v\nits generation and status: %s\n"+
+			"helm-controller restarts: %d; its log lines about the namespace:\n%s",
+			timeout, f.ns, f.name, err, status, restarts, strings.Join(mine, "\n"))
+	}
 	return ready
 }
 

@@ -35,6 +35,8 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"an unknown gate mode", "gate: {mode: initContainer}", "gate.mode"},
 		{"the gate mode's name before 0.3.0", "gate: {mode: job}", "set gate.mode: watch"},
 		{"an unknown gate delivery", "gate: {delivery: emptyDir}", "gate.delivery"},
+		{"an unknown place for the gate to wait", "gate: {waitIn: sidecar}", "gate.waitIn"},
+		{"the app container waiting without its command", "gate: {waitIn: app}\ncommand: []\nmigration: {command: [/demo]}", "gate.waitIn app needs the app container's command"},
 		{"a zero activeDeadlineSeconds", "migration: {activeDeadlineSeconds: 0}", "migration.activeDeadlineSeconds"},
 		{"exit code 0 as a fail-fast code", "migration: {failFastExitCodes: [0]}", "migration.failFastExitCodes.0"},
 		{"an exit code above 255", "migration: {failFastExitCodes: [3, 300]}", "migration.failFastExitCodes.1"},

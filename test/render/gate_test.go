@@ -130,3 +130,81 @@ func containsSeq(args []string, seq ...string) bool {
 	}
 	return false
 }
+
+// gate.waitIn app: the app container itself waits (no wait-for-migration init container), through the gate
+// binary of gate.delivery, with the gate's token at its own path, and a startup probe that covers the wait.
+func TestTheAppContainerCanWaitForTheMigrationItself(t *testing.T) {
+	tests := []struct {
+		name          string
+		values        string
+		wantInit      []string
+		wantBinaryVol string // "image" or "emptyDir"
+		wantStartup   *corev1.Probe
+	}{
+		{name: "copied by install-gate", values: "gate: {waitIn: app}", wantInit: []string{"install-gate"}, wantBinaryVol: "emptyDir",
+			wantStartup: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1020, TimeoutSeconds: 2}},
+		{name: "mounted as an image volume", values: "gate: {waitIn: app, delivery: imageVolume}", wantBinaryVol: "image",
+			wantStartup: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 1020, TimeoutSeconds: 2}},
+		{name: "with the startup probe of the values", values: "gate: {waitIn: app}\nstartupProbe: {tcpSocket: {port: http}, periodSeconds: 5, failureThreshold: 3}",
+			wantInit: []string{"install-gate"}, wantBinaryVol: "emptyDir", wantStartup: &corev1.Probe{PeriodSeconds: 5, FailureThreshold: 3}},
+		{name: "with a long migration deadline", values: "gate: {waitIn: app}\nmigration: {activeDeadlineSeconds: 3600}",
+			wantInit: []string{"install-gate"}, wantBinaryVol: "emptyDir", wantStartup: &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 3720, TimeoutSeconds: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := render(t, renderOptions{values: tt.values})
+			id := identityOf(t, r)
+			pod := r.deployment(t).Spec.Template.Spec
+			var inits []string
+			for _, c := range pod.InitContainers {
+				inits = append(inits, c.Name)
+			}
+			if !equalStrings(inits, tt.wantInit) {
+				t.Errorf("init containers %v, want %v", inits, tt.wantInit)
+			}
+			app := container(t, pod.Containers, "app")
+			want := []string{"/premigrate/gate", "wait", "--identity", id, "--records", fullname + "-migrations",
+				"--job", r.job(t).Name, "--timeout", "15m", "--progress-interval", "10s",
+				"--token-dir", "/var/run/secrets/premigrate.io/gate", "--", "/demo"}
+			if !equalStrings(app.Command, want) || !equalStrings(app.Args, []string{"serve"}) {
+				t.Errorf("app command %v args %v\nwant command %v", app.Command, app.Args, want)
+			}
+			mounts := map[string]string{}
+			for _, m := range app.VolumeMounts {
+				if !m.ReadOnly {
+					t.Errorf("mount %s is writable", m.Name)
+				}
+				mounts[m.Name] = m.MountPath
+			}
+			if mounts["premigrate-gate"] != "/premigrate" || mounts["premigrate-gate-token"] != "/var/run/secrets/premigrate.io/gate" {
+				t.Errorf("app mounts %v", mounts)
+			}
+			for _, v := range pod.Volumes {
+				if v.Name != "premigrate-gate" {
+					continue
+				}
+				if got := map[bool]string{true: "image", false: "emptyDir"}[v.Image != nil]; got != tt.wantBinaryVol || (v.Image == nil && v.EmptyDir == nil) {
+					t.Errorf("the gate binary's volume %+v, want %s", v, tt.wantBinaryVol)
+				}
+			}
+			if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+				t.Error("the pod automounts the ServiceAccount token")
+			}
+			s := app.StartupProbe
+			if s == nil || s.PeriodSeconds != tt.wantStartup.PeriodSeconds || s.FailureThreshold != tt.wantStartup.FailureThreshold ||
+				s.TimeoutSeconds != tt.wantStartup.TimeoutSeconds {
+				t.Errorf("startup probe %+v, want %+v", s, tt.wantStartup)
+			}
+		})
+	}
+}
+
+func TestTheAppContainerWaitsOnlyInWatchMode(t *testing.T) {
+	for _, values := range []string{"gate: {waitIn: app, mode: none}", "gate: {waitIn: app}\nmigration: {enabled: false}"} {
+		r := render(t, renderOptions{values: values})
+		app := container(t, r.deployment(t).Spec.Template.Spec.Containers, "app")
+		if !equalStrings(app.Command, []string{"/demo"}) || app.StartupProbe != nil || len(app.VolumeMounts) != 0 {
+			t.Errorf("%s: app command %v startup probe %+v mounts %v, want the app's own", values, app.Command, app.StartupProbe, app.VolumeMounts)
+		}
+	}
+}

@@ -161,6 +161,7 @@ func TestTheLibraryChecksItsOwnValues(t *testing.T) {
 	cases := []struct{ values, want string }{
 		{"migrations: {gate: {mode: poll}}\n", `gate.mode "poll" is not one of watch, none`},
 		{"migrations: {gate: {delivery: magic}}\n", `gate.delivery "magic" is not one of`},
+		{"migrations: {gate: {waitIn: sidecar}}\n", `gate.waitIn "sidecar" is not one of initContainer, app`},
 		{"migrations: {pod: {sidecars: [{name: p, image: x}]}}\n", "pod.sidecars[p] needs restartPolicy: Always"},
 	}
 	for _, c := range cases {

@@ -97,6 +97,7 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $delivery = ternary "imageVolume" "initContainer" (semverCompare ">=1.35.0-0" $root.Capabilities.KubeVersion.Version) -}}
 {{- end -}}
 {{- $_ = set $gate "delivery" $delivery -}}
+{{- $_ = set $gate "waitIn" ($g.waitIn | default "initContainer") -}}
 {{- $_ = set $gate "timeout" ($g.timeout | default "15m") -}}
 {{- $_ = set $gate "progressInterval" ($g.progressInterval | default "10s") -}}
 {{- $_ = set $gate "resources" ($g.resources | default dict) -}}
@@ -181,6 +182,9 @@ Checks of the values. Argument: the resolved configuration.
 {{- end -}}
 {{- if not (has .gate.delivery (list "initContainer" "imageVolume")) -}}
 {{- fail (printf "premigrate-lib: gate.delivery %q is not one of initContainer, imageVolume, auto" .gate.delivery) -}}
+{{- end -}}
+{{- if not (has .gate.waitIn (list "initContainer" "app")) -}}
+{{- fail (printf "premigrate-lib: gate.waitIn %q is not one of initContainer, app" .gate.waitIn) -}}
 {{- end -}}
 {{- if and .enabled (not .command) -}}
 {{- fail "premigrate-lib: command must name the migration's executable, e.g. [/app/migrate]: the gate runs it and records its success, so the image's entrypoint cannot be implied" -}}

@@ -4,10 +4,16 @@ premigrate-lib.migrationJob and renders nothing when the migration (or the gate)
 include them unconditionally:
 
   metadata.annotations   premigrate-lib.podAnnotations     the identity the pod waits for
-  initContainers         premigrate-lib.gateInitContainer  wait-for-migration, first of the list
+  initContainers         premigrate-lib.gateInitContainer  wait-for-migration, first of the list (with
+                                                           gate.waitIn app: install-gate, or nothing)
   containers[].env       premigrate-lib.identityEnv        PREMIGRATE_IDENTITY, for the app's own checks
-  volumes                premigrate-lib.gateVolume         the gate's projected API token
+  volumes                premigrate-lib.gateVolume         the gate's projected API token (and its binary)
   Deployment annotations premigrate-lib.deploymentAnnotations   argocd: sync wave 1 (after the Job)
+
+With gate.waitIn app the app container itself waits: its command and volume mounts also come from here:
+
+  containers[].command      premigrate-lib.gateCommand       gate wait ... -- the app's command
+  containers[].volumeMounts premigrate-lib.gateVolumeMounts  the gate's binary and API token
 */}}
 
 {{- define "premigrate-lib.identity" -}}
@@ -44,7 +50,30 @@ premigrate-lib.gateVolume (the app's containers get none). A list item.
 */}}
 {{- define "premigrate-lib.gateInitContainer" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- if $c.gateEnabled -}}
+{{- if and $c.gateEnabled (eq $c.gate.waitIn "app") -}}
+{{- if eq $c.gate.delivery "initContainer" -}}
+- name: install-gate
+  image: {{ $c.gate.image }}
+  imagePullPolicy: {{ $c.gate.pullPolicy }}
+  command:
+    - /gate
+  args:
+    - copy
+    - --to
+    - /premigrate/gate
+  volumeMounts:
+    - name: premigrate-gate
+      mountPath: /premigrate
+  {{- with $c.gate.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.pod.containerSecurityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+{{- else if $c.gateEnabled -}}
 - name: wait-for-migration
   image: {{ $c.gate.image }}
   imagePullPolicy: {{ $c.gate.pullPolicy }}
@@ -83,11 +112,23 @@ premigrate-lib.gateVolume (the app's containers get none). A list item.
 {{- end }}
 
 {{/*
-The gate's API token, CA and namespace as a projected volume. A list item.
+The gate's API token, CA and namespace as a projected volume; with gate.waitIn app also the gate's binary
+(the gate image as an image volume, or an emptyDir install-gate copies it to). List items.
 */}}
 {{- define "premigrate-lib.gateVolume" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
 {{- if $c.gateEnabled -}}
+{{- if eq $c.gate.waitIn "app" -}}
+- name: premigrate-gate
+  {{- if eq $c.gate.delivery "imageVolume" }}
+  image:
+    reference: {{ $c.gate.image }}
+    pullPolicy: {{ $c.gate.pullPolicy }}
+  {{- else }}
+  emptyDir:
+    sizeLimit: 64Mi
+  {{- end }}
+{{ end -}}
 - name: premigrate-gate-token
   projected:
     defaultMode: 0444
@@ -106,6 +147,43 @@ The gate's API token, CA and namespace as a projected volume. A list item.
               fieldRef:
                 apiVersion: v1
                 fieldPath: metadata.namespace
+{{- end -}}
+{{- end }}
+
+{{/*
+With gate.waitIn app, the mounts of the app container that waits: the gate's binary at /premigrate and
+its API token at /var/run/secrets/premigrate.io/gate (not the service account's usual path, so the app's
+own Kubernetes clients do not pick it up). List items; nothing otherwise.
+*/}}
+{{- define "premigrate-lib.gateVolumeMounts" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if and $c.gateEnabled (eq $c.gate.waitIn "app") -}}
+- name: premigrate-gate
+  mountPath: /premigrate
+  readOnly: true
+- name: premigrate-gate-token
+  mountPath: /var/run/secrets/premigrate.io/gate
+  readOnly: true
+{{- end -}}
+{{- end }}
+
+{{/*
+The command of the app container. With gate.waitIn app: the gate waits for the migration of the pod's
+identity, then replaces itself with the app's command (execve: the app keeps PID 1 of the container and
+gets the kubelet's signals); the container's args follow the app's command as usual. Otherwise the app's
+command as given. Argument: the usual dict plus "command" (a list: the app's command; it must be set with
+gate.waitIn app, because the chart cannot read an image's entrypoint). A YAML list, empty for none.
+*/}}
+{{- define "premigrate-lib.gateCommand" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if and $c.gateEnabled (eq $c.gate.waitIn "app") -}}
+{{- if not .command -}}
+{{- fail "premigrate-lib: gate.waitIn app needs the app container's command (e.g. [/app/server]): the gate runs it once the migration succeeded, and the chart cannot read the image's entrypoint" -}}
+{{- end -}}
+{{- $gate := list "/premigrate/gate" "wait" "--identity" $c.identity "--records" $c.recordsName "--job" $c.jobName "--timeout" $c.gate.timeout "--progress-interval" $c.gate.progressInterval "--token-dir" "/var/run/secrets/premigrate.io/gate" "--" -}}
+{{- toYaml (concat $gate .command) -}}
+{{- else if .command -}}
+{{- toYaml .command -}}
 {{- end -}}
 {{- end }}
 

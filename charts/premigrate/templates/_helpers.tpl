@@ -197,6 +197,7 @@ labels and volumes where migration.* leaves them null. Usage:
   "mode" (ternary "watch" "none" (eq $V.gate.mode "watch"))
   "image" $gateImage
   "delivery" $V.gate.delivery
+  "waitIn" $V.gate.waitIn
   "timeout" $V.gate.timeout
   "progressInterval" $V.gate.progressInterval
   "resources" $V.gate.resources
@@ -282,6 +283,25 @@ True (non-empty) when the app pods get the wait-for-migration init container.
 {{- define "premigrate.gateEnabled" -}}
 {{- if and .Values.migration.enabled (ne .Values.gate.mode "none") -}}
 true
+{{- end -}}
+{{- end }}
+
+{{/*
+The app container's startup probe: startupProbe when set. Otherwise, when the app container itself waits
+for the migration (gate.waitIn app), the liveness probe's check (else the readiness probe's) every second
+for as long as the migration may take (migration.activeDeadlineSeconds + 120, at least 600 s), so that the
+liveness probe does not restart a container that is still waiting. Empty for none.
+*/}}
+{{- define "premigrate.startupProbe" -}}
+{{- if .Values.startupProbe -}}
+{{- toYaml .Values.startupProbe -}}
+{{- else if and (include "premigrate.gateNeedsAPI" .) (eq .Values.gate.waitIn "app") -}}
+{{- with .Values.livenessProbe | default .Values.readinessProbe -}}
+{{- $probe := omit . "initialDelaySeconds" "periodSeconds" "successThreshold" "failureThreshold" -}}
+{{- $_ := set $probe "periodSeconds" 1 -}}
+{{- $_ = set $probe "failureThreshold" (max 600 (add (int $.Values.migration.activeDeadlineSeconds) 120)) -}}
+{{- toYaml $probe -}}
+{{- end -}}
 {{- end -}}
 {{- end }}
 
