@@ -157,6 +157,11 @@ func appStart(p corev1.Pod) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// appContainerWaits is true when the pod's app container is the gate waiting (gate.waitIn app).
+func appContainerWaits(p corev1.Pod) bool {
+	return len(p.Spec.Containers) > 0 && len(p.Spec.Containers[0].Command) > 0 && p.Spec.Containers[0].Command[0] == "/premigrate/gate"
+}
+
 // The witness: evidence of "no app pod before its migration" that the gate does not write.
 //   - demo_pod_starts: every demo app process writes, at its first database connection, its pod, its
 //     identity (from the pod's premigrate.io/identity annotation), its version, the schema version it saw,
@@ -223,7 +228,9 @@ func (r *release) assertWitness(ctx context.Context, id string) {
 	}
 	for _, p := range pods {
 		started, ok := appStart(p)
-		if !ok {
+		if !ok || appContainerWaits(p) {
+			// with gate.waitIn app the kubelet starts the container to wait: the app process's own start
+			// (witnessQuery) is the evidence there
 			continue
 		}
 		// container start times have a resolution of one second

@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp installs and upgrades with gate.waitIn app:
+// the app container starts as `gate wait ... -- /demo serve` and the gate replaces itself with the app once
+// the migration succeeded. The gate binary comes once as an image volume and then copied by install-gate;
+// one migration takes 45 s, longer than the liveness probe allows a silent container (3 x 10 s), so the
+// derived startup probe must keep the kubelet from restarting the waiting container. The witness (the app's
+// own start, the database's migration runs) proves no app process started before its migration.
+func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T) {
+	t.Parallel()
+	res := scenario(t, "gate-wait-in-app", env.helm4)
+	ctx := context.Background()
+	ns := newNamespace(t, "waitin", restricted)
+	r := newRelease(t, ns, "app", env.helm4)
+	steps := []map[string]any{
+		{"image": map[string]any{"tag": "v1"}, "gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"}},
+		{"image": map[string]any{"tag": "v2"}, "gate": map[string]any{"waitIn": "app"},
+			"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "45s")}}},
+		{"image": map[string]any{"tag": "v3"}, "gate": map[string]any{"waitIn": "app"}},
+	}
+	for i, s := range steps {
+		_, d := r.mustDeploy(merged(baseValues(), s))
+		res.DurationsSec = append(res.DurationsSec, d.Seconds())
+		if i > 0 {
+			res.Upgrades++
+		}
+		id := r.appIdentity(ctx)
+		r.assertWitness(ctx, id)
+		for _, p := range r.appPods(ctx, id) {
+			if !appContainerWaits(p) {
+				t.Errorf("step %d: pod %s's app container does not start through the gate: %v", i+1, p.Name, p.Spec.Containers[0].Command)
+			}
+			for _, c := range p.Spec.InitContainers {
+				if c.Name == "wait-for-migration" {
+					t.Errorf("step %d: pod %s still has the wait-for-migration init container", i+1, p.Name)
+				}
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount != 0 {
+					t.Errorf("step %d: the kubelet restarted container %s of pod %s %d time(s) while it waited", i+1, cs.Name, p.Name, cs.RestartCount)
+				}
+			}
+			logs := mustRun(t, env.kubectl, "logs", "-n", ns, p.Name, "-c", "app")
+			if !strings.Contains(logs, "starting /demo") {
+				t.Errorf("step %d: pod %s's log does not show the gate starting the app:\n%s", i+1, p.Name, logs)
+			}
+		}
+	}
+}
+
+// TestWithoutAStartupProbeCoveringTheWaitTheLivenessProbeRestartsTheWaitingAppContainer is the negative control
+// of the derived startup probe: the same 45 s migration with a startup probe that succeeds at once (the gate
+// binary's `version`) lets the liveness probe run while the gate waits, and the kubelet restarts the container.
+func TestWithoutAStartupProbeCoveringTheWaitTheLivenessProbeRestartsTheWaitingAppContainer(t *testing.T) {
+	t.Parallel()
+	res := scenario(t, "gate-wait-in-app-control", env.helm4)
+	ctx := context.Background()
+	ns := newNamespace(t, "waitinctl", restricted)
+	r := newRelease(t, ns, "app", env.helm4)
+	_, d := r.mustDeploy(merged(baseValues(), map[string]any{
+		"image":        map[string]any{"tag": "v2"},
+		"gate":         map[string]any{"waitIn": "app"},
+		"migration":    map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "45s")}},
+		"startupProbe": map[string]any{"exec": map[string]any{"command": []any{"/premigrate/gate", "version"}}, "periodSeconds": 1},
+	}))
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	id := r.appIdentity(ctx)
+	restarts := int32(0)
+	for _, p := range r.appPods(ctx, id) {
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts += cs.RestartCount
+		}
+	}
+	if restarts == 0 {
+		t.Errorf("no app container was restarted while it waited 45 s with the liveness probe on: the control does not show what the startup probe protects")
+	}
+	t.Logf("the kubelet restarted the waiting app containers %d time(s)", restarts)
+	r.assertWitness(ctx, id)
+}
