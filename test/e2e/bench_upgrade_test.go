@@ -34,6 +34,8 @@ type upgradeTimeline struct {
 	mu                                                   sync.Mutex
 	jobCreated, jobPodSucceeded, jobComplete, appCreated time.Time
 	appReady                                             map[string]time.Time
+	// appSeen is when the watch first saw each new app pod (its creation)
+	appSeen map[string]time.Time
 	// old pods and Jobs existed before the upgrade: their events (the previous hook Job deleted, old
 	// app pods terminating) are not part of this upgrade's timeline
 	old map[types.UID]bool
@@ -71,6 +73,9 @@ func (tl *upgradeTimeline) seen(ev watch.Event, at time.Time) {
 			}
 		case "app":
 			first(&tl.appCreated)
+			if _, ok := tl.appSeen[o.Name]; !ok {
+				tl.appSeen[o.Name] = at
+			}
 			for _, c := range o.Status.Conditions {
 				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 					if _, ok := tl.appReady[o.Name]; !ok {
@@ -87,7 +92,7 @@ func (tl *upgradeTimeline) seen(ev watch.Event, at time.Time) {
 func watchUpgrade(t *testing.T, ns string, stop <-chan struct{}) (*upgradeTimeline, func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	tl := &upgradeTimeline{appReady: map[string]time.Time{}, old: map[types.UID]bool{}}
+	tl := &upgradeTimeline{appReady: map[string]time.Time{}, appSeen: map[string]time.Time{}, old: map[types.UID]bool{}}
 	pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing pods of %s: %v", ns, err)
@@ -134,7 +139,7 @@ func watchUpgrade(t *testing.T, ns string, stop <-chan struct{}) (*upgradeTimeli
 
 // phases splits one upgrade's wall time into the steps the timeline saw (seconds). Steps the upgrade did
 // not have (no Job without the migration) are left out.
-func (tl *upgradeTimeline) phases(start, end time.Time) map[string]float64 {
+func (tl *upgradeTimeline) phases(start, end time.Time, processStarts map[string]time.Time) map[string]float64 {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	var lastReady time.Time
@@ -163,6 +168,26 @@ func (tl *upgradeTimeline) phases(start, end time.Time) map[string]float64 {
 		put("4 helm start -> first new app pod", start, tl.appCreated)
 	}
 	put("5 first new app pod -> last new app pod Ready", tl.appCreated, lastReady)
+	if len(processStarts) > 0 {
+		// per new pod, from the later of its creation and the Job's Complete (when the gate may let it go)
+		// to its app process's first instant (the demo's own clock, the witness): the cost of the gate's
+		// step to the app, the median over the pods
+		var per []float64
+		for pod, created := range tl.appSeen {
+			started, ok := processStarts[pod]
+			if !ok {
+				continue
+			}
+			from := created
+			if tl.jobComplete.After(from) {
+				from = tl.jobComplete
+			}
+			per = append(per, started.Sub(from).Seconds())
+		}
+		if len(per) > 0 {
+			out["7 max(pod created, Job Complete) -> its app process started (median of pods)"] = percentile(per, 0.5)
+		}
+	}
 	put("6 last app pod Ready -> helm returns", lastReady, end)
 	return out
 }
@@ -181,6 +206,15 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 			values: map[string]any{"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
 		{name: "helm4 migration off", helm: env.helm4, values: off},
 		{name: "helm4 migration on", helm: env.helm4, values: map[string]any{}},
+		{name: "helm4 migration on, the app container waits (gate copied)", helm: env.helm4,
+			values: map[string]any{"gate": map[string]any{"waitIn": "app"}}},
+		{name: "helm4 migration on, the app container waits (gate as an image volume)", helm: env.helm4,
+			values: map[string]any{"gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"}}},
+		{name: "helm4 migration on, job mode, the app container waits (gate as an image volume)", helm: env.helm4,
+			values: map[string]any{"gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"},
+				"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
+		{name: "helm4 migration on, job mode", helm: env.helm4,
+			values: map[string]any{"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
 	}
 	for i, v := range variants {
 		v.phases = map[string][]float64{}
@@ -209,7 +243,7 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 			close(stop)
 			wait()
 			v.wall = append(v.wall, d.Seconds())
-			for name, sec := range tl.phases(start, end) {
+			for name, sec := range tl.phases(start, end, v.rel.processStarts(context.Background())) {
 				v.phases[name] = append(v.phases[name], sec)
 			}
 			line = append(line, fmt.Sprintf("%s %.1fs", v.name, d.Seconds()))
@@ -255,4 +289,24 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 	t.Logf("bare Job: median %.2fs (API server: %.0fs); above the floor (median - (bare upgrade + bare Job)): %v",
 		bareJobSec, percentile(bareAPI, 0.5), overhead)
 	benchRecord("upgradeOverhead", res)
+}
+
+// processStarts is when each app process of the release's current identity started, by its own clock (the
+// demo_pod_starts witness), by pod name.
+func (r *release) processStarts(ctx context.Context) map[string]time.Time {
+	r.t.Helper()
+	id := r.appIdentity(ctx)
+	out := map[string]time.Time{}
+	rows := r.psql(fmt.Sprintf(`select pod || ' ' || to_char(min(process_started_at) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+from demo_pod_starts where identity = '%s' group by pod`, id))
+	for _, line := range strings.Split(rows, "\n") {
+		pod, at, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		if t, err := time.Parse(time.RFC3339Nano, at); err == nil {
+			out[pod] = t
+		}
+	}
+	return out
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp installs and upgrades with gate.waitIn app:
 // the app container starts as `gate wait ... -- /demo serve` and the gate replaces itself with the app once
 // the migration succeeded. The gate binary comes once as an image volume and then copied by install-gate;
-// one migration takes 45 s, longer than the liveness probe allows a silent container (3 x 10 s), so the
-// derived startup probe must keep the kubelet from restarting the waiting container. The witness (the app's
+// the install's migration takes 45 s while its pods wait, longer than the liveness probe allows a silent
+// container (3 x 10 s), so the derived startup probe must keep the kubelet from restarting the waiting container. The witness (the app's
 // own start, the database's migration runs) proves no app process started before its migration.
 func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T) {
 	t.Parallel()
@@ -19,10 +20,11 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 	ns := newNamespace(t, "waitin", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
 	steps := []map[string]any{
-		{"image": map[string]any{"tag": "v1"}, "gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"}},
-		{"image": map[string]any{"tag": "v2"}, "gate": map[string]any{"waitIn": "app"},
+		// the install's pods are created with the migration Job and wait for it (45 s)
+		{"image": map[string]any{"tag": "v2"}, "gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"},
 			"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "45s")}}},
 		{"image": map[string]any{"tag": "v3"}, "gate": map[string]any{"waitIn": "app"}},
+		{"image": map[string]any{"tag": "v4"}, "gate": map[string]any{"waitIn": "app"}},
 	}
 	for i, s := range steps {
 		_, d := r.mustDeploy(merged(baseValues(), s))
@@ -32,6 +34,15 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 		}
 		id := r.appIdentity(ctx)
 		r.assertWitness(ctx, id)
+		if i == 0 {
+			// the waiting was done by the app containers: the API server says they ran before the migration ended
+			done, _ := r.migrationFinished(id)
+			for _, p := range r.appPods(ctx, id) {
+				if started, ok := appStart(p); !ok || !started.Before(done.Add(-5*time.Second)) {
+					t.Errorf("pod %s's app container started at %v, not while the 45 s migration ran (finished %v)", p.Name, started, done)
+				}
+			}
+		}
 		for _, p := range r.appPods(ctx, id) {
 			if !appContainerWaits(p) {
 				t.Errorf("step %d: pod %s's app container does not start through the gate: %v", i+1, p.Name, p.Spec.Containers[0].Command)
