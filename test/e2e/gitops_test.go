@@ -50,10 +50,11 @@ func gitopsUp(t *testing.T, which string) {
 
 // condition is one status condition of a Flux or Argo CD object.
 type condition struct {
-	Type    string `json:"type"`
-	Status  string `json:"status"`
-	Reason  string `json:"reason"`
-	Message string `json:"message"`
+	Type               string `json:"type"`
+	Status             string `json:"status"`
+	Reason             string `json:"reason"`
+	Message            string `json:"message"`
+	ObservedGeneration int64  `json:"observedGeneration"`
 }
 
 // helmRelease is what the tests read of a Flux HelmRelease.
@@ -174,13 +175,35 @@ func (f fluxRelease) get() helmRelease {
 // settle waits until Flux has acted on the HelmRelease's latest generation, and returns its Ready condition.
 func (f fluxRelease) settle(timeout time.Duration) condition {
 	f.t.Helper()
+	return f.settleWhen(timeout, func(h helmRelease) bool {
+		ready := h.condition("Ready")
+		return h.Status.ObservedGeneration == h.Metadata.Generation && ready.Status != "" && ready.Status != "Unknown"
+	})
+}
+
+// settleFailed waits until Flux has run the Helm action of the HelmRelease's latest generation and it failed:
+// the Released condition of that generation is False (reason UpgradeFailed or InstallFailed) and Ready is
+// False. Unlike settle it does not wait for status.observedGeneration, which helm-controller writes only at
+// the end of its reconcile, after it has decided what to do with the failure.
+func (f fluxRelease) settleFailed(timeout time.Duration) condition {
+	f.t.Helper()
+	return f.settleWhen(timeout, func(h helmRelease) bool {
+		released := h.condition("Released")
+		return released.ObservedGeneration == h.Metadata.Generation && released.Status == "False" && h.condition("Ready").Status == "False"
+	})
+}
+
+// settleWhen polls the HelmRelease until done says so, and returns its Ready condition; on timeout it fails
+// the test with the HelmRelease's status and what helm-controller logged about its namespace.
+func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bool) condition {
+	f.t.Helper()
 	var ready condition
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(context.Context) (bool, error) {
 		h := f.get()
 		ready = h.condition("Ready")
-		return h.Status.ObservedGeneration == h.Metadata.Generation && ready.Status != "" && ready.Status != "Unknown", nil
+		return done(h), nil
 	})
 	if err != nil {
 		status, _ := runStdout(env.kubectl, "get", "helmrelease", f.name, "-n", f.ns, "-o", "jsonpath={.metadata.generation} {.status}")
@@ -255,11 +278,12 @@ func fluxReportsAFailedMigration(t *testing.T) {
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
 	}))
-	ready := f.settle(6 * time.Minute)
-	if ready.Status != "False" {
-		t.Fatalf("the HelmRelease is Ready=%s after a failed migration: %s", ready.Status, ready.Message)
+	ready := f.settleFailed(6 * time.Minute)
+	released := f.get().condition("Released")
+	if released.Reason != "UpgradeFailed" || !strings.Contains(released.Message, "pre-upgrade hooks failed") {
+		t.Errorf("the HelmRelease does not say the upgrade's hook failed: Released=%s %s: %s", released.Status, released.Reason, released.Message)
 	}
-	t.Logf("Flux reports: %s: %s", ready.Reason, ready.Message)
+	t.Logf("Flux reports: Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
 	if got := f.appIdentity(ctx); got != oldID {
 		t.Errorf("the Deployment moved to identity %s although its migration failed", got)
 	}
