@@ -2,19 +2,24 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
 // TestBenchmarkRolloutWithMoreReplicas measures, for 2, 10 and 30 replicas with the chart's default strategy
 // (maxSurge 1, maxUnavailable 0: one new pod at a time), the time from the migration Job's Complete condition
-// to the last new app pod Ready, with the gate on the app pods (gate.mode watch) and without (gate.mode none:
-// Helm's hook order alone), each on the harness's watch. What the gate costs a rollout is the difference.
+// to the last new app pod Ready, with the gate on the app pods (gate.mode watch), with the app container as
+// the gate (app: gate.waitIn app, the gate as an image volume) and without (gate.mode none: Helm's hook order
+// alone), each on the harness's watch. What the gate costs a rollout is the difference.
+// BENCH_ROLLOUT_REPLICAS and BENCH_ROLLOUT_GATES (comma-separated) pick a subset: the node holds about 110 pods.
 func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
 	runs := envInt("BENCH_ROLLOUTS", 3)
 	var variants []*rolloutVariant
-	for _, n := range []int{2, 10, 30} {
-		for _, g := range []string{"watch", "none"} {
+	for _, n := range envList(t, "BENCH_ROLLOUT_REPLICAS", "2,10,30") {
+		for _, g := range strings.Split(envOr("BENCH_ROLLOUT_GATES", "watch,none,app"), ",") {
 			v := &rolloutVariant{replicas: n, gate: g}
 			v.rel = newRelease(t, newNamespace(t, fmt.Sprintf("bench-ro%d-%s", n, g), restricted), "app", env.helm4)
 			v.rel.mustDeploy(v.values(""))
@@ -64,9 +69,35 @@ type rolloutVariant struct {
 // values are the variant's chart values; change sets an env var, so each upgrade runs a new migration
 // identity and replaces every pod.
 func (v *rolloutVariant) values(change string) map[string]any {
+	gate := map[string]any{"mode": v.gate}
+	if v.gate == "app" {
+		gate = map[string]any{"mode": "watch", "waitIn": "app", "delivery": "imageVolume"}
+	}
 	return map[string]any{
 		"replicaCount": v.replicas,
-		"gate":         map[string]any{"mode": v.gate},
+		"gate":         gate,
 		"env":          []any{envVar("ROUND", change)},
 	}
+}
+
+// envList is a comma-separated list of positive integers from the environment, or def.
+func envList(t *testing.T, name, def string) []int {
+	t.Helper()
+	var out []int
+	for _, f := range strings.Split(envOr(name, def), ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("%s: %q is not a positive integer", name, f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// envOr is the environment variable name, or def when it is empty.
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
