@@ -21,9 +21,13 @@ help: ## list the targets
 tools: ## install the pinned chart tools into ./bin (helm 3 and 4, ct, kubeconform, helm-docs, golangci-lint, yamllint, kind, kubectl)
 	@hack/tools.sh
 
+define chart_deps
+@for c in $(DEPENDENT_CHARTS); do helm dependency build --skip-refresh "$$c" >/dev/null || exit 1; done
+endef
+
 .PHONY: chart-deps
 chart-deps: tools ## package the library chart premigrate-lib into the charts that depend on it (helm dependency build)
-	@for c in $(DEPENDENT_CHARTS); do helm dependency build --skip-refresh "$$c" >/dev/null || exit 1; done
+	$(chart_deps)
 
 .PHONY: images
 images: tools ## build premigrate's images (gate, demo v1..v7, postgres, bench baseline) as archives, offline
@@ -94,7 +98,9 @@ test-mutants: tools chart-deps images ## break the chart and the gate on purpose
 	@hack/mutants.sh 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants.log"
 
 .PHONY: demo
-demo: tools chart-deps ## a kind cluster, the chart installed with its embedded database, upgraded, shown working (builds only the demo's images)
+demo: ## a kind cluster, the chart installed with its embedded database, upgraded, shown working (builds only the demo's tools and images)
+	@PREMIGRATE_TOOLS="helm kubectl" hack/tools.sh
+	$(chart_deps)
 	@IMAGE_SET=demo hack/images.sh
 	@node_image=$$(hack/kind/node-image.sh) && go run ./hack/cluster up --node-image "$$node_image"
 	@hack/demo.sh
