@@ -7,8 +7,18 @@ CHART=charts/premigrate
 # every optional object and pod setting on (the HTTPRoute needs Gateway API's CRDs, so it is not a ci/ file)
 FEATURES=hack/lint-features-values.yaml
 fail=0
-check() { local name=$1; shift; if "$@" >"$LOGS/lint-$name.log" 2>&1; then say "lint $name: ok"; else
-  say "lint $name: FAILED (log: $LOGS/lint-$name.log)"; sed 's/^/    /' "$LOGS/lint-$name.log" | tail -n 40; fail=1; fi; }
+# check NAME CMD...: runs one check into its log; a long one (go vet on empty caches) says so every 30 s
+check() {
+  local name=$1; shift; local log=$LOGS/lint-$name.log s; s=$(date +%s)
+  "$@" >"$log" 2>&1 &
+  local pid=$! n=0
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 0.2; n=$((n + 1))
+    if (( n % 150 == 0 )); then say "lint $name: still running, $(( $(date +%s) - s ))s (log: $log)"; fi
+  done
+  if wait "$pid"; then say "lint $name: ok"; else
+    say "lint $name: FAILED (log: $log)"; sed 's/^/    /' "$log" | tail -n 40; fail=1; fi
+}
 
 check go-vet go vet ./...
 check golangci-lint golangci-lint run ./...
