@@ -47,7 +47,7 @@ test-gitops: tools chart-deps images gitops-images ## only the Flux and Argo CD 
 	  go test ./test/e2e/... -count=1 -timeout 60m -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
 
 .PHONY: gitops-images
-gitops-images: tools ## build Flux's and Argo CD's images from source, cached by version (cold about 25 min, warm 1 s)
+gitops-images: tools ## build Flux's and Argo CD's images from source, cached by version (cold about 12 min, warm 1 s)
 	@hack/gitops.sh build all
 
 .PHONY: gitops

@@ -19,9 +19,9 @@
 # earlier runs too; by default the repository holds only what this run packaged).
 # GITOPS_LINK_IMAGES=0 (build: do not link the archives into $PREMIGRATE_CACHE/images, which the cluster test
 # harness loads into every cluster it makes).
-# Cold, on 2 cores, measured while other builds and cluster tests ran: helm-controller 3.5 min, source-controller
-# 10.5 min (5 min of CPU), Argo CD 19 min (8 min of CPU; about 9 min on a quiet machine), then about 1 min of
-# images and loading. Binaries, archives and manifests are cached by version under $PREMIGRATE_CACHE/gitops: a
+# Cold, on 2 cores and an otherwise idle machine (2026-12-01): source-controller 4 min, helm-controller 2 min,
+# Argo CD 5 min, 11 min 50 s with the images; 3.5, 10.5 and 19 min when other builds and cluster tests shared the
+# cores. Binaries, archives and manifests are cached by version under $PREMIGRATE_CACHE/gitops: a
 # warm `build` takes about a second, a warm `up` about 10 s, an `up` after `down` about 30 s.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
