@@ -63,9 +63,10 @@ type helmRelease struct {
 		Generation int64 `json:"generation"`
 	} `json:"metadata"`
 	Status struct {
-		ObservedGeneration int64       `json:"observedGeneration"`
-		Conditions         []condition `json:"conditions"`
-		History            []struct {
+		ObservedGeneration     int64       `json:"observedGeneration"`
+		LastHandledReconcileAt string      `json:"lastHandledReconcileAt"`
+		Conditions             []condition `json:"conditions"`
+		History                []struct {
 			Version int    `json:"version"`
 			Status  string `json:"status"`
 		} `json:"history"`
@@ -181,16 +182,32 @@ func (f fluxRelease) settle(timeout time.Duration) condition {
 	})
 }
 
-// settleFailed waits until Flux has run the Helm action of the HelmRelease's latest generation and it failed:
-// the Released condition of that generation is False (reason UpgradeFailed or InstallFailed) and Ready is
-// False. Unlike settle it does not wait for status.observedGeneration, which helm-controller writes only at
-// the end of its reconcile, after it has decided what to do with the failure.
-func (f fluxRelease) settleFailed(timeout time.Duration) condition {
+// settleFailed waits until Flux has run the Helm action of the HelmRelease's latest generation, it failed, and
+// Flux has given up on that generation: Released of that generation is False (reason UpgradeFailed or
+// InstallFailed) and Stalled of that generation is True (no remediation retries left: Flux's default). It
+// returns the HelmRelease then. Unlike settle it does not wait for status.observedGeneration, which
+// helm-controller writes only at the end of its reconcile, and it does not read Ready: helm-controller v1.4
+// marks Ready Unknown ("Fulfilling prerequisites") at the start of every reconcile and leaves it so when the
+// reconcile ends stalled, so Ready is False or Unknown depending on whether a second reconcile ran after the
+// failure (fixed in helm-controller v1.5.0).
+func (f fluxRelease) settleFailed(timeout time.Duration) helmRelease {
 	f.t.Helper()
-	return f.settleWhen(timeout, func(h helmRelease) bool {
-		released := h.condition("Released")
-		return released.ObservedGeneration == h.Metadata.Generation && released.Status == "False" && h.condition("Ready").Status == "False"
+	return f.settleWhenReturning(timeout, func(h helmRelease) bool {
+		released, stalled := h.condition("Released"), h.condition("Stalled")
+		return released.ObservedGeneration == h.Metadata.Generation && released.Status == "False" &&
+			stalled.ObservedGeneration == h.Metadata.Generation && stalled.Status == "True"
 	})
+}
+
+// settleWhenReturning is settleWhen returning the HelmRelease that satisfied done.
+func (f fluxRelease) settleWhenReturning(timeout time.Duration, done func(helmRelease) bool) helmRelease {
+	f.t.Helper()
+	var last helmRelease
+	f.settleWhen(timeout, func(h helmRelease) bool {
+		last = h
+		return done(h)
+	})
+	return last
 }
 
 // settleWhen polls the HelmRelease until done says so, and returns its Ready condition; on timeout it fails
@@ -260,9 +277,10 @@ func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 }
 
 // fluxReportsAFailedMigration upgrades through Flux to a migration that fails:
-// the HelmRelease is not Ready and says why, the Deployment keeps its identity (no new pod starts), the
+// the HelmRelease says the upgrade failed and why, the Deployment keeps its identity (no new pod starts), the
 // database is not half-migrated, and the migration Job's log stays readable. Flux's default is no remediation
-// (docs: upgrade.remediation), so the release stays failed until the values are fixed, which the last step does.
+// (docs: upgrade.remediation), so the release stays failed, a requested reconcile runs nothing, until the values
+// are fixed, which the last step does.
 func fluxReportsAFailedMigration(t *testing.T) {
 	gitopsUp(t, "flux")
 	scenario(t, "flux-failed-migration", "flux")
@@ -278,12 +296,16 @@ func fluxReportsAFailedMigration(t *testing.T) {
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
 	}))
-	ready := f.settleFailed(6 * time.Minute)
-	released := f.get().condition("Released")
+	h := f.settleFailed(6 * time.Minute)
+	released, stalled, ready := h.condition("Released"), h.condition("Stalled"), h.condition("Ready")
 	if released.Reason != "UpgradeFailed" || !strings.Contains(released.Message, "pre-upgrade hooks failed") {
 		t.Errorf("the HelmRelease does not say the upgrade's hook failed: Released=%s %s: %s", released.Status, released.Reason, released.Message)
 	}
-	t.Logf("Flux reports: Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
+	if ready.Status == "True" {
+		t.Errorf("the HelmRelease says Ready=True after its upgrade failed: %s: %s", ready.Reason, ready.Message)
+	}
+	t.Logf("Flux reports: Released=%s %s: %s; Stalled=%s %s: %s; Ready=%s %s: %s", released.Status, released.Reason,
+		released.Message, stalled.Status, stalled.Reason, stalled.Message, ready.Status, ready.Reason, ready.Message)
 	if got := f.appIdentity(ctx); got != oldID {
 		t.Errorf("the Deployment moved to identity %s although its migration failed", got)
 	}
@@ -296,12 +318,40 @@ func fluxReportsAFailedMigration(t *testing.T) {
 	}
 	mustRun(t, env.kubectl, "rollout", "status", "-n", ns, "deployment/"+f.fullname(), "--timeout=1m")
 	f.assertWitness(ctx, oldID)
+	f.assertReconcileKeepsTheFailure(h)
 	// fixed values reconcile
 	f.apply(fluxValues(map[string]any{"image": map[string]any{"tag": "v2"}}))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the fixed values did not reconcile: %s: %s", ready.Reason, ready.Message)
 	}
 	f.assertWitness(ctx, f.appIdentity(ctx))
+}
+
+// assertReconcileKeepsTheFailure asks Flux to reconcile the failed HelmRelease again (what `flux reconcile
+// helmrelease` does, without --force) and checks that Flux runs no new upgrade: the release history and the
+// failed migration Job (its UID) stay as they were, Released and Stalled still say the upgrade failed. It logs
+// what Ready says after that second reconcile (helm-controller v1.4: Unknown, see settleFailed).
+func (f fluxRelease) assertReconcileKeepsTheFailure(failed helmRelease) {
+	f.t.Helper()
+	jobUID := func() string {
+		return mustRun(f.t, env.kubectl, "get", "job", f.fullname()+"-migrate", "-n", f.ns, "-o", "jsonpath={.metadata.uid}")
+	}
+	uid := jobUID()
+	token := time.Now().UTC().Format(time.RFC3339Nano)
+	mustRun(f.t, env.kubectl, "annotate", "helmrelease", f.name, "-n", f.ns, "--overwrite", "reconcile.fluxcd.io/requestedAt="+token)
+	h := f.settleWhenReturning(2*time.Minute, func(h helmRelease) bool { return h.Status.LastHandledReconcileAt == token })
+	if len(h.Status.History) == 0 || len(failed.Status.History) == 0 || h.Status.History[0].Version != failed.Status.History[0].Version {
+		f.t.Errorf("Flux ran a new Helm action on a reconcile of a failed release: history %+v, was %+v", h.Status.History, failed.Status.History)
+	}
+	if got := jobUID(); got != uid {
+		f.t.Errorf("the migration Job was replaced (UID %s, was %s): Flux ran the failed migration again", got, uid)
+	}
+	released, stalled, ready := h.condition("Released"), h.condition("Stalled"), h.condition("Ready")
+	if released.Status != "False" || released.Reason != "UpgradeFailed" || stalled.Status != "True" {
+		f.t.Errorf("after a reconcile Flux no longer reports the failed upgrade: Released=%s %s, Stalled=%s %s",
+			released.Status, released.Reason, stalled.Status, stalled.Reason)
+	}
+	f.t.Logf("after a requested reconcile of the failed release Flux reports Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
 }
 
 // helmControllerRestarts is the kubelet's restart count of Flux's helm-controller container.
