@@ -65,6 +65,11 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 			return cli.Exit(exitFailed, err)
 		}
 	}
+	if ctx.Err() != nil {
+		err := fmt.Errorf("the gate was asked to stop before the migration started: not running it: %w", context.Cause(ctx))
+		log.Error(err.Error())
+		return cli.Exit(exitInterrupted, err)
+	}
 	start := e.now()
 	code := runChild(ctx, o.argv, e.Streams, log)
 	took := e.now().Sub(start).Round(time.Millisecond)
@@ -73,21 +78,19 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 		log.Error(err.Error())
 		return cli.Exit(code, err)
 	}
-	logf("migration command %q succeeded in %s", o.argv[0], took)
-	wctx := ctx
 	if ctx.Err() != nil {
-		// Stopped (SIGTERM) but the command still finished its work: record it, on a fresh deadline
-		// within the pod's grace period.
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordAfterStop)
-		defer cancel()
-		logf("the migration finished after the gate was asked to stop: recording it within %s", recordAfterStop)
+		// Stopped (SIGTERM: a deadline, a deletion, a drain) while the command ran. Its exit 0 proves nothing:
+		// a tool that traps SIGTERM and exits 0 may have stopped halfway. A re-run of the migration is safe (the
+		// command must be idempotent); a false record is not: it would release the pods and skip every retry.
+		err := fmt.Errorf("migration command %q exited 0 after %s, but the gate was asked to stop while it ran: "+
+			"not recording identity %s (an exit after SIGTERM does not prove the migration completed); the next run repeats it",
+			o.argv[0], took, r.o.identity)
+		log.Error(err.Error())
+		return cli.Exit(exitInterrupted, err)
 	}
-	return r.write(wctx, e)
+	logf("migration command %q succeeded in %s", o.argv[0], took)
+	return r.write(ctx, e)
 }
-
-// recordAfterStop bounds the record written after SIGTERM (the pod's grace period is 30 s by default).
-const recordAfterStop = 15 * time.Second
 
 // checkRecorded reads the records ConfigMap (creating it when missing and --create-records is set) before the
 // migration runs, retrying API errors up to --wait-for-configmap. It returns done=true with the exit code when

@@ -138,9 +138,10 @@ func TestRunMakesTheRecordsConfigMapTheOwnerOfItsJob(t *testing.T) {
 	}
 }
 
-func TestRunRecordsAMigrationThatSucceedsAfterTheGateWasAskedToStop(t *testing.T) {
+func TestRunNeverRecordsAMigrationThatExitsZeroAfterTheGateWasAskedToStop(t *testing.T) {
 	h := newHarness(recordsConfigMap())
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	started := filepath.Join(t.TempDir(), "started")
 	go func() {
 		for {
@@ -151,15 +152,32 @@ func TestRunRecordsAMigrationThatSucceedsAfterTheGateWasAskedToStop(t *testing.T
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
+	// a tool that traps SIGTERM and exits 0 halfway through its work
 	script := "trap 'exit 0' TERM; touch " + started + "; while :; do sleep 0.05; done"
-	if got := cli.ExitCode(run(ctx, runArgs("--", "/bin/sh", "-c", script), h.env)); got != exitOK {
-		t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
+	if got := cli.ExitCode(run(ctx, runArgs("--", "/bin/sh", "-c", script), h.env)); got != exitInterrupted {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitInterrupted, &h.stderr)
 	}
 	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cm.Data[identity]; !ok {
-		t.Errorf("the migration exited 0 after SIGTERM but was not recorded; stderr:\n%s", &h.stderr)
+	if _, ok := cm.Data[identity]; ok {
+		t.Errorf("the migration exited 0 after SIGTERM and was recorded: a half-run migration would release the pods")
+	}
+	if !strings.Contains(h.stderr.String(), "not recording identity "+identity) {
+		t.Errorf("stderr does not say the identity was not recorded:\n%s", &h.stderr)
+	}
+}
+
+func TestRunDoesNotStartTheMigrationOnceTheGateWasAskedToStop(t *testing.T) {
+	h := newHarness(recordsConfigMap())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // SIGTERM between reading the records and starting the command
+	marker := filepath.Join(t.TempDir(), "ran")
+	if got := cli.ExitCode(run(ctx, runArgs("--", "/bin/sh", "-c", "touch "+marker), h.env)); got != exitInterrupted {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitInterrupted, &h.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the migration command started after the gate was asked to stop")
 	}
 }
