@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,11 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/premigrate/premigrate/internal/cli"
 )
@@ -179,5 +184,24 @@ func TestRunDoesNotStartTheMigrationOnceTheGateWasAskedToStop(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the migration command started after the gate was asked to stop")
+	}
+}
+
+func TestRunDoesNotRunTheMigrationWhenTheRecordsCannotBeRead(t *testing.T) {
+	cm := recordsConfigMap()
+	cm.Data = map[string]string{identity: `{"completedAt":"2026-01-02T03:04:05.000Z","job":"shop-app-migrate-old"}`}
+	h := newHarness(cm)
+	h.cs.PrependReactor("get", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "shop-app-migrations", errors.New("RBAC: access denied"))
+	})
+	marker := filepath.Join(t.TempDir(), "ran")
+	if got := h.run(runArgs("--wait-for-configmap", "100ms", "--", "/bin/sh", "-c", "touch "+marker)...); got != exitFailed {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitFailed, &h.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the migration ran although the gate could not tell whether identity %s is recorded (it is): a rollback would run an older migration on a newer schema", identity)
+	}
+	if !strings.Contains(h.stderr.String(), "cannot tell whether identity "+identity+" is already recorded") {
+		t.Errorf("stderr does not say why nothing ran:\n%s", &h.stderr)
 	}
 }

@@ -474,3 +474,33 @@ func TestWaitRejectsAnInvalidConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestWaitIgnoresAWatchEventOfItsJobNameCarryingAnotherIdentity(t *testing.T) {
+	var l logs
+	cs := fake.NewClientset(recordsConfigMap())
+	done := startWait(context.Background(), cs, config(&l))
+	watching(t, cs)
+
+	// The hook Job's name is the same for every identity: a Complete Job of another identity under that name
+	// (an earlier upgrade's, or one Helm runs while these pods wait) reaches the gate through the watch.
+	other := migrationJob(ofIdentity("ffffffffff"), complete)
+	if _, err := cs.BatchV1().Jobs(ns).Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other.Status.Active = 0 // a MODIFIED event too, as the TTL controller's foreground deletion sends
+	if _, err := cs.BatchV1().Jobs(ns).UpdateStatus(context.Background(), other, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	assertNotDone(t, done)
+
+	if err := cs.BatchV1().Jobs(ns).Delete(context.Background(), jobName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Update(context.Background(), recordsConfigMap(identity), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, done); r.res.Outcome != gate.Succeeded || !r.res.Recorded {
+		t.Fatalf("result = %+v, want success from this identity's record, not from the Job of identity ffffffffff", r.res)
+	}
+}

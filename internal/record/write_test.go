@@ -3,6 +3,7 @@ package record_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -217,5 +218,67 @@ func TestWriteStopsWhenTheContextIsCancelled(t *testing.T) {
 	err := record.Write(ctx, fake.NewClientset().CoreV1().ConfigMaps(ns), options("abc123def0"))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+// apiServerUpdates makes the fake clientset's updates of ConfigMaps behave as the API server's: an update that
+// carries a resourceVersion other than the stored one is refused with a conflict, an update without one is
+// applied unconditionally, and every applied update gets a new resourceVersion. The fake tracker itself ignores
+// resourceVersions. before runs ahead of each update, as another writer would.
+func apiServerUpdates(cs *fake.Clientset, before func(n int)) {
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	var n atomic.Int32
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		before(int(n.Add(1)))
+		cm := a.(k8stesting.UpdateAction).GetObject().(*corev1.ConfigMap).DeepCopy()
+		stored, err := cs.Tracker().Get(gvr, ns, cm.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		rv := stored.(*corev1.ConfigMap).ResourceVersion
+		if cm.ResourceVersion != "" && cm.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "configmaps"}, cm.Name,
+				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		}
+		cm.ResourceVersion = bump(rv)
+		if err := cs.Tracker().Update(gvr, cm, ns); err != nil {
+			return true, nil, err
+		}
+		return true, cm, nil
+	})
+}
+
+func bump(rv string) string {
+	n := 0
+	for _, c := range rv {
+		n = 10*n + int(c-'0')
+	}
+	return fmt.Sprint(n + 1)
+}
+
+func TestWriteKeepsARecordThatAnotherWriterAddedBetweenItsReadAndItsUpdate(t *testing.T) {
+	cm := configMap(map[string]string{})
+	cm.ResourceVersion = "1"
+	cs := fake.NewClientset(cm)
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	apiServerUpdates(cs, func(n int) {
+		if n != 1 {
+			return
+		}
+		// Another migration records itself after our get, before our update.
+		other := configMap(map[string]string{"0123456789": `{"completedAt":"2026-03-04T05:06:00Z","job":"j"}`})
+		other.ResourceVersion = "2"
+		if err := cs.Tracker().Update(gvr, other, ns); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), options("abc123def0")); err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, cs)
+	for _, k := range []string{"abc123def0", "0123456789"} {
+		if _, ok := d[k]; !ok {
+			t.Errorf("record %s lost: an update must carry the resourceVersion it read, so a concurrent write is a conflict to retry, never overwritten; data %v", k, d)
+		}
 	}
 }
