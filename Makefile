@@ -93,9 +93,14 @@ test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux a
 .PHONY: test
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
 
+.PHONY: test-mutants-unit
+test-mutants-unit: ## break the chart, the library and the gate on purpose (hack/mutants/mutants.yaml); each mutant's unit or render test must fail on an assertion
+	@go run ./hack/mutants --level unit 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants-unit.log"
+
 .PHONY: test-mutants
-test-mutants: tools chart-deps images ## break the chart and the gate on purpose, one mutant at a time; every one must be caught (MUTANTS.md)
-	@hack/mutants.sh 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants.log"
+test-mutants: tools chart-deps images ## the mutants at MUTANTS_LEVEL (unit, or cluster: each mutant's cluster scenarios on kind); MUTANTS=<regexp> picks some (MUTANTS.md)
+	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
+	  go run ./hack/mutants --level $(or $(MUTANTS_LEVEL),unit) --only '$(MUTANTS)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants.log"
 
 .PHONY: demo
 demo: ## a kind cluster, the chart installed with its embedded database, upgraded, shown working (builds only the demo's tools and images)
