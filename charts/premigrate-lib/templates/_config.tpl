@@ -27,7 +27,10 @@ equal): the parent chart's appVersion is the app's, not the gate's.
 {{- $root := $in.root -}}
 {{- $v := $in.values | default dict -}}
 {{- $_ := set $c "root" $root -}}
-{{- $_ = set $c "enabled" (ternary $v.enabled true (hasKey $v "enabled")) -}}
+{{- /* A value that is missing or null takes its default: a null in the user's values (Helm then deletes the
+key, and the chart's default does not come back), a key the chart of an older release did not have (helm upgrade
+--reuse-values renders with the old chart's values), or a null passed as is. false, 0, [] and {} are kept. */ -}}
+{{- $_ = set $c "enabled" (ternary true $v.enabled (kindIs "invalid" $v.enabled)) -}}
 {{- $_ = set $c "mode" ($v.mode | default "hook") -}}
 {{- /* names */ -}}
 {{- $name := $in.name | default $root.Chart.Name | trunc 63 | trimSuffix "-" -}}
@@ -58,14 +61,14 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $_ = set $c "envFrom" ($v.envFrom | default list) -}}
 {{- $_ = set $c "resources" ($v.resources | default dict) -}}
 {{- /* the Job */ -}}
-{{- $_ = set $c "backoffLimit" (ternary $v.backoffLimit 2 (hasKey $v "backoffLimit")) -}}
-{{- $_ = set $c "activeDeadlineSeconds" (ternary $v.activeDeadlineSeconds 900 (hasKey $v "activeDeadlineSeconds")) -}}
+{{- $_ = set $c "backoffLimit" (ternary 2 $v.backoffLimit (kindIs "invalid" $v.backoffLimit)) -}}
+{{- $_ = set $c "activeDeadlineSeconds" (ternary 900 $v.activeDeadlineSeconds (kindIs "invalid" $v.activeDeadlineSeconds)) -}}
 {{- $_ = set $c "ttlSecondsAfterFinished" $v.ttlSecondsAfterFinished -}}
-{{- $_ = set $c "hookWeight" (ternary $v.hookWeight 0 (hasKey $v "hookWeight")) -}}
+{{- $_ = set $c "hookWeight" (ternary 0 $v.hookWeight (kindIs "invalid" $v.hookWeight)) -}}
 {{- $_ = set $c "hookDeletePolicy" ($v.hookDeletePolicy | default "before-hook-creation") -}}
-{{- $_ = set $c "hookOutputLogs" (ternary $v.hookOutputLogs true (hasKey $v "hookOutputLogs")) -}}
-{{- $_ = set $c "failFastExitCodes" (ternary $v.failFastExitCodes (list 3) (hasKey $v "failFastExitCodes")) -}}
-{{- $_ = set $c "keepRecords" (ternary $v.keepRecords 20 (hasKey $v "keepRecords")) -}}
+{{- $_ = set $c "hookOutputLogs" (ternary true $v.hookOutputLogs (kindIs "invalid" $v.hookOutputLogs)) -}}
+{{- $_ = set $c "failFastExitCodes" (ternary (list 3) $v.failFastExitCodes (kindIs "invalid" $v.failFastExitCodes)) -}}
+{{- $_ = set $c "keepRecords" (ternary 20 $v.keepRecords (kindIs "invalid" $v.keepRecords)) -}}
 {{- $_ = set $c "waitForPostgres" ($v.waitForPostgres | default "") -}}
 {{- /* the migration pod */ -}}
 {{- $pod := $v.pod | default dict -}}
@@ -77,11 +80,11 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $_ = set $p $k (get $pod $k | default list) -}}
 {{- end -}}
 {{- $_ = set $p "priorityClassName" ($pod.priorityClassName | default "") -}}
-{{- /* restricted Pod Security unless the values say otherwise ({} drops it) */ -}}
+{{- /* restricted Pod Security unless the values say otherwise ({} drops it; null is the default) */ -}}
 {{- $restrictedPod := dict "runAsNonRoot" true "seccompProfile" (dict "type" "RuntimeDefault") -}}
 {{- $restrictedContainer := dict "allowPrivilegeEscalation" false "readOnlyRootFilesystem" true "runAsNonRoot" true "capabilities" (dict "drop" (list "ALL")) -}}
-{{- $_ = set $p "securityContext" (ternary $pod.securityContext $restrictedPod (hasKey $pod "securityContext")) -}}
-{{- $_ = set $p "containerSecurityContext" (ternary $pod.containerSecurityContext $restrictedContainer (hasKey $pod "containerSecurityContext")) -}}
+{{- $_ = set $p "securityContext" (ternary $restrictedPod $pod.securityContext (kindIs "invalid" $pod.securityContext)) -}}
+{{- $_ = set $p "containerSecurityContext" (ternary $restrictedContainer $pod.containerSecurityContext (kindIs "invalid" $pod.containerSecurityContext)) -}}
 {{- $_ = set $c "pod" $p -}}
 {{- $sa := $v.serviceAccount | default dict -}}
 {{- $_ = set $c "serviceAccountAnnotations" ($sa.annotations | default dict) -}}

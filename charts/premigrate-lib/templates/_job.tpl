@@ -103,9 +103,10 @@ spec:
             {{- toYaml . | nindent 12 }}
           {{- end }}
         {{- end }}
-        {{- /* the values' containers get the pod's container security context unless they bring their own */}}
+        {{- /* the values' containers get the pod's container security context unless they bring their own
+        (a null one is none of their own) */}}
         {{- range $ctr := concat $p.initContainers $p.sidecars }}
-        {{- if and $p.containerSecurityContext (not (hasKey $ctr "securityContext")) }}
+        {{- if and $p.containerSecurityContext (kindIs "invalid" $ctr.securityContext) }}
         {{- $ctr = merge (dict "securityContext" $p.containerSecurityContext) $ctr }}
         {{- end }}
         {{- list $ctr | toYaml | nindent 8 }}

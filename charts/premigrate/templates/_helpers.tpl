@@ -271,17 +271,33 @@ does not mark the rollout failed before the migration itself would fail.
 {{- if not (kindIs "invalid" .Values.progressDeadlineSeconds) -}}
 {{- .Values.progressDeadlineSeconds | int -}}
 {{- else if include "premigrate.gateEnabled" . -}}
-{{- max 600 (add (int .Values.migration.activeDeadlineSeconds) 120) -}}
+{{- max 600 (add (include "premigrate.migrationDeadline" . | int) 120) -}}
 {{- else -}}
 600
 {{- end -}}
 {{- end }}
 
 {{/*
+migration.enabled and migration.activeDeadlineSeconds as the library resolves them for the chart's own
+templates: null or missing (a null in the user's values, which Helm deletes; helm upgrade --reuse-values from
+a chart without the key) is the library's default, true and 900. "premigrate.migrationEnabled" is non-empty
+when enabled.
+*/}}
+{{- define "premigrate.migrationEnabled" -}}
+{{- if or (kindIs "invalid" .Values.migration.enabled) .Values.migration.enabled -}}
+true
+{{- end -}}
+{{- end }}
+
+{{- define "premigrate.migrationDeadline" -}}
+{{- ternary 900 .Values.migration.activeDeadlineSeconds (kindIs "invalid" .Values.migration.activeDeadlineSeconds) | int -}}
+{{- end }}
+
+{{/*
 True (non-empty) when the app pods get the wait-for-migration init container.
 */}}
 {{- define "premigrate.gateEnabled" -}}
-{{- if and .Values.migration.enabled (ne .Values.gate.mode "none") -}}
+{{- if and (include "premigrate.migrationEnabled" .) (ne .Values.gate.mode "none") -}}
 true
 {{- end -}}
 {{- end }}
@@ -299,7 +315,7 @@ liveness probe does not restart a container that is still waiting. Empty for non
 {{- with .Values.livenessProbe | default .Values.readinessProbe -}}
 {{- $probe := omit . "initialDelaySeconds" "periodSeconds" "successThreshold" "failureThreshold" -}}
 {{- $_ := set $probe "periodSeconds" 1 -}}
-{{- $_ = set $probe "failureThreshold" (max 600 (add (int $.Values.migration.activeDeadlineSeconds) 120)) -}}
+{{- $_ = set $probe "failureThreshold" (max 600 (add (include "premigrate.migrationDeadline" $ | int) 120)) -}}
 {{- toYaml $probe -}}
 {{- end -}}
 {{- end -}}
@@ -309,7 +325,7 @@ liveness probe does not restart a container that is still waiting. Empty for non
 True (non-empty) when the gate watches the Job and needs the API (and so a ServiceAccount token).
 */}}
 {{- define "premigrate.gateNeedsAPI" -}}
-{{- if and .Values.migration.enabled (eq .Values.gate.mode "watch") -}}
+{{- if and (include "premigrate.migrationEnabled" .) (eq .Values.gate.mode "watch") -}}
 true
 {{- end -}}
 {{- end }}
@@ -322,7 +338,7 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- if eq (toString .Values.gate.mode) "job" -}}
 {{- fail "gate.mode job is called watch since chart 0.3.0 (\"job\" now means only migration.mode job): set gate.mode: watch" -}}
 {{- end -}}
-{{- if and .Values.migration.enabled (not (.Values.migration.command | default .Values.command)) -}}
+{{- if and (include "premigrate.migrationEnabled" .) (not (.Values.migration.command | default .Values.command)) -}}
 {{- fail "migration.command (or command) must name the migration's executable, e.g. [/app/migrate]: the gate runs it and records its success, so the image's entrypoint cannot be implied" -}}
 {{- end -}}
 {{- if and .Values.postgresql.enabled .Values.database.existingSecret -}}
@@ -340,8 +356,8 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- if and (include "premigrate.gateNeedsAPI" .) (eq (include "premigrate.serviceAccountName" .) "default") -}}
 {{- fail "gate.mode=watch needs the app's own ServiceAccount (serviceAccount.create=true, or serviceAccount.name naming one): the chart will not grant the namespace's default ServiceAccount, which every other pod uses, read access to the migration Job and records" -}}
 {{- end -}}
-{{- if and (include "premigrate.gateEnabled" .) (not (kindIs "invalid" .Values.progressDeadlineSeconds)) (lt (int .Values.progressDeadlineSeconds) (int .Values.migration.activeDeadlineSeconds)) -}}
-{{- fail (printf "progressDeadlineSeconds (%v) must be at least migration.activeDeadlineSeconds (%v): the app pods wait for the migration, and the Deployment must not be marked failed before the migration's own deadline" .Values.progressDeadlineSeconds .Values.migration.activeDeadlineSeconds) -}}
+{{- if and (include "premigrate.gateEnabled" .) (not (kindIs "invalid" .Values.progressDeadlineSeconds)) (lt (int .Values.progressDeadlineSeconds) (include "premigrate.migrationDeadline" . | int)) -}}
+{{- fail (printf "progressDeadlineSeconds (%v) must be at least migration.activeDeadlineSeconds (%v): the app pods wait for the migration, and the Deployment must not be marked failed before the migration's own deadline" .Values.progressDeadlineSeconds (include "premigrate.migrationDeadline" .)) -}}
 {{- end -}}
 {{- with (dig "rollingUpdate" nil .Values.strategy) -}}
 {{- if and (eq (toString (dig "maxSurge" 1 .)) "0") (eq (toString (dig "maxUnavailable" 1 .)) "0") -}}
@@ -354,7 +370,7 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- if and (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) -}}
 {{- fail "podDisruptionBudget.minAvailable and podDisruptionBudget.maxUnavailable are exclusive: set one of them to null" -}}
 {{- end -}}
-{{- if and .Values.migration.enabled (eq .Values.gate.mode "command") (not .Values.gate.args) (not .Values.gate.command) -}}
+{{- if and (include "premigrate.migrationEnabled" .) (eq .Values.gate.mode "command") (not .Values.gate.args) (not .Values.gate.command) -}}
 {{- fail "gate.command or gate.args is required when gate.mode is command" -}}
 {{- end -}}
 {{- end }}

@@ -1,0 +1,70 @@
+package render
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// The library's defaults as an adopter gets them: examples/ledger sets none of the values below, and an upgrade
+// that finds its records renders the pre-upgrade hook.
+
+const (
+	ledgerJob     = ledgerFullname + "-migrate"
+	ledgerRecords = ledgerFullname + "-migrations"
+)
+
+// ledgerHookJob is the example's migration Job on an upgrade: the pre-upgrade hook, named without identity.
+func ledgerHookJob(t *testing.T) (*result, *batchv1.Job) {
+	t.Helper()
+	r := renderLedger(t, "", true)
+	job := r.job(t)
+	require.Equal(t, ledgerJob, job.Name, "the hook Job is named without its identity")
+	return r, job
+}
+
+func TestTheLibrarysHookJobIsAPreUpgradeHookThatKeepsAFailedJobAndPrintsItsLog(t *testing.T) {
+	_, job := ledgerHookJob(t)
+	assert.Equal(t, map[string]string{
+		"helm.sh/hook":                   "pre-upgrade",
+		"helm.sh/hook-weight":            "0",
+		"helm.sh/hook-delete-policy":     "before-hook-creation",
+		"helm.sh/hook-output-log-policy": "hook-failed",
+	}, job.Annotations)
+}
+
+func TestTheLibrarysJobRetriesTwiceWithinFifteenMinutesAndExitCode3FailsItAtOnce(t *testing.T) {
+	_, job := ledgerHookJob(t)
+	assert.Equal(t, any(int32(2)), valueOf(job.Spec.BackoffLimit), "backoffLimit")
+	assert.Equal(t, any(int64(900)), valueOf(job.Spec.ActiveDeadlineSeconds), "activeDeadlineSeconds")
+	assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(job)),
+		"one FailJob rule: exit code 3 of the migrate container")
+}
+
+func TestTheLibrarysGateRunKeepsTwentyRecords(t *testing.T) {
+	_, job := ledgerHookJob(t)
+	assert.Equal(t, "20", migrateArg(t, job, "--keep"))
+	assert.Equal(t, ledgerRecords, migrateArg(t, job, "--records"))
+}
+
+func TestTheLibrarysGateRoleOnlyReadsTheMigrationJobAndTheRecordsByName(t *testing.T) {
+	r, _ := ledgerHookJob(t)
+	role := mustFind[*rbacv1.Role](t, r, "Role", ledgerFullname+"-gate")
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{ledgerJob}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords}, Verbs: []string{"get", "list", "watch"}},
+	}, role.Rules)
+}
+
+func TestTheLibrarysMigrationRoleOnlyWritesTheRecordsAndPatchesItsOwnHookJob(t *testing.T) {
+	r, _ := ledgerHookJob(t)
+	role := mustFind[*rbacv1.Role](t, r, "Role", ledgerJob)
+	assert.Equal(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{ledgerJob}, Verbs: []string{"patch"}},
+	}, role.Rules)
+}
