@@ -11,7 +11,7 @@ CHART := charts/premigrate
 DEPENDENT_CHARTS := $(CHART) examples/ledger/chart
 KIND_CLUSTER_NAME ?= premigrate
 export KIND_CLUSTER_NAME
-GO_PKGS_UNIT := ./cmd/... ./internal/... ./hack/... ./examples/...
+GO_PKGS_UNIT := ./cmd/... ./internal/... ./hack/... ./examples/... ./test/e2e/verdict/...
 
 .PHONY: help
 help: ## list the targets

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/premigrate/premigrate/internal/kindcluster"
+	"github.com/premigrate/premigrate/test/e2e/verdict"
 )
 
 // env is what every scenario shares: the cluster, a client and the tools.
@@ -31,30 +32,62 @@ var env struct {
 	results    string
 }
 
+// helperTests are the tests that record no scenario: the report does not list them, and go test's own exit
+// code, which the verdict takes in, covers them. Every other test must call scenario() (verdict.CheckTests).
+var helperTests = []string{
+	"TestOurImagesRunAsAJobToCompletionAndADeploymentToReady", // smoke_test.go: our images run at all
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
 
 func run(m *testing.M) int {
-	if err := setup(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e setup:", err)
+	// the earlier run's report goes first, before anything can fail: a run that stops early never leaves
+	// it behind as its own
+	results, err := filepath.Abs(filepath.Join("..", "..", "results"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: finding the results folder:", err)
 		return 1
 	}
+	env.results = results
+	if err := removeReport(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	// the test binary runs in this package's folder: its test files are here
+	if err := verdict.CheckTests(".", helperTests); err != nil {
+		return stopped(fmt.Sprintf("checking the tests: %v", err))
+	}
+	if err := setup(); err != nil {
+		return stopped(fmt.Sprintf("setup failed: %v", err))
+	}
 	code := m.Run()
-	if err := writeReport(); err != nil {
+	v, err := writeReport(code)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e report:", err)
 	}
 	if err := writeBenchReport(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench report:", err)
 	}
+	// a full run must have the verdict pass; a filtered one keeps go test's own code
+	code, line := verdict.Exit(testFlags(), code, v)
 	if os.Getenv("KEEP_CLUSTER") == "1" {
 		fmt.Printf("KEEP_CLUSTER=1: cluster %q kept; KUBECONFIG=%s\n", clusterName(), env.kubeconfig)
-		return code
-	}
-	if err := kindcluster.Delete(clusterName()); err != nil {
+	} else if err := kindcluster.Delete(clusterName()); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e teardown:", err)
 	}
+	fmt.Println(line)
 	return code
+}
+
+// stopped ends a run that stopped before its tests: it says why and writes a report with the verdict fail.
+func stopped(why string) int {
+	fmt.Fprintln(os.Stderr, "e2e:", why)
+	if err := stoppedReport(why); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e report:", err)
+	}
+	return 1
 }
 
 func clusterName() string {
@@ -96,7 +129,6 @@ func setup() error {
 	if cache == "" {
 		return fmt.Errorf("PREMIGRATE_CACHE is not set: run the cluster tests through `make test-e2e`")
 	}
-	env.results = filepath.Join(root, "results")
 	if err := os.MkdirAll(env.results, 0o755); err != nil {
 		return fmt.Errorf("creating the results folder: %w", err)
 	}

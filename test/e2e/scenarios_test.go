@@ -16,12 +16,16 @@ import (
 
 var restricted = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
 
-// scenario records one scenario's result in the report when the test ends.
+// scenario records one scenario's result (pass, fail or skipped) in the report when the test ends.
 func scenario(t *testing.T, name, helmBin string) *scenarioResult {
 	start := time.Now()
 	res := &scenarioResult{Scenario: name, Numbers: map[string]float64{}}
 	res.Helm = toolName(helmBin)
-	t.Cleanup(func() { res.Result = resultOf(t.Failed()); res.WallSec = time.Since(start).Seconds(); addResult(*res) })
+	t.Cleanup(func() {
+		res.Result = resultOf(t.Failed(), t.Skipped())
+		res.WallSec = time.Since(start).Seconds()
+		addResult(*res)
+	})
 	return res
 }
 
