@@ -470,3 +470,28 @@ func TestThePodNameIsPodNameElseHostname(t *testing.T) {
 		})
 	}
 }
+
+func TestMigrateStoppedBySIGTERMHalfwayExitsZeroOnlyWhenAskedTo(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		exit0    string
+		wantCode int
+	}{
+		{name: "as a tool that traps SIGTERM and exits cleanly", exit0: "true", wantCode: exitOK},
+		{name: "by default it fails", exit0: "", wantCode: exitFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dsn := pgtest.NewDB(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(2*time.Second, cancel) // SIGTERM while version 1 sleeps in its transaction
+			r := demoCtx(ctx, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "2", "DEMO_MIGRATION_DELAY": "30s",
+				"DEMO_EXIT_0_ON_SIGTERM": tc.exit0}, "migrate")
+			if r.code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\n%s", r.code, tc.wantCode, r.stderr)
+			}
+			if v := schemaVersion(t, dsn); v != 0 {
+				t.Errorf("schema at %d: the stopped run must have applied nothing", v)
+			}
+		})
+	}
+}

@@ -36,11 +36,14 @@ Environment:
   DEMO_REFUSE_NEWER_SCHEMA  "true" refuses a schema newer than DEMO_VERSION (checked under the
                             lock): nothing is applied or recorded, exit code 1 (default false:
                             such a schema is left alone, exit code 0)
+  DEMO_EXIT_0_ON_SIGTERM    fault injection: "true" makes a run stopped by SIGTERM exit 0 with
+                            whatever it did not apply left undone, as a tool that traps SIGTERM
+                            and exits cleanly does (default false)
   MIGRATE_CONNECT_TIMEOUT   how long to retry the first connection, with backoff (default 60s)
   PREMIGRATE_IDENTITY       migration identity recorded in demo_migrate_runs (default: NULL)
 
 Exit codes:
-  0  migrations applied, or nothing to do
+  0  migrations applied, or nothing to do (or stopped by SIGTERM with DEMO_EXIT_0_ON_SIGTERM=true)
   1  failure (database unreachable, a migration failed, the schema is newer than DEMO_VERSION
      and DEMO_REFUSE_NEWER_SCHEMA=true, ...)
   2  usage or configuration error
@@ -74,6 +77,7 @@ type migrateSettings struct {
 	connectTimeout time.Duration
 	identity       string
 	refuseNewer    bool
+	exit0OnSIGTERM bool
 }
 
 func readMigrateSettings(getenv func(string) string) (migrateSettings, error) {
@@ -93,6 +97,8 @@ func readMigrateSettings(getenv func(string) string) (migrateSettings, error) {
 	s.connectTimeout, err = durationSetting(getenv, "MIGRATE_CONNECT_TIMEOUT", defaultConnectTimeout)
 	errs = append(errs, err)
 	s.refuseNewer, err = boolSetting(getenv, "DEMO_REFUSE_NEWER_SCHEMA")
+	errs = append(errs, err)
+	s.exit0OnSIGTERM, err = boolSetting(getenv, "DEMO_EXIT_0_ON_SIGTERM")
 	errs = append(errs, err)
 	s.identity = getenv("PREMIGRATE_IDENTITY")
 	return s, errors.Join(errs...)
@@ -128,6 +134,9 @@ func runMigrate(ctx context.Context, s migrateSettings, e *env) error {
 	})
 	var cfgErr *migrate.ConfigError
 	switch {
+	case err != nil && ctx.Err() != nil && s.exit0OnSIGTERM:
+		log.Warn(fmt.Sprintf("migrate: stopped by SIGTERM halfway, exiting 0 (DEMO_EXIT_0_ON_SIGTERM=true): %s", migrate.OneLine(err)))
+		return nil
 	case migrate.IsRefused(err):
 		return fail(log, exitRefused, err, fmt.Sprintf("migrate: %v", err))
 	case errors.As(err, &cfgErr):
