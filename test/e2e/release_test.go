@@ -141,20 +141,32 @@ func (r *release) appPods(ctx context.Context, id string) []corev1.Pod {
 
 // appStart is when the pod's app container (the first container) started, if it did.
 func appStart(p corev1.Pod) (time.Time, bool) {
+	starts := appStarts(p)
+	if len(starts) == 0 {
+		return time.Time{}, false
+	}
+	return starts[len(starts)-1], true
+}
+
+// appStarts are the starts of the pod's app container (the first container) that the API server still
+// knows: the one before its last restart and the current one, oldest first.
+func appStarts(p corev1.Pod) []time.Time {
+	var out []time.Time
 	for _, cs := range p.Status.ContainerStatuses {
 		if len(p.Spec.Containers) > 0 && cs.Name != p.Spec.Containers[0].Name {
 			continue
 		}
+		if t := cs.LastTerminationState.Terminated; t != nil && !t.StartedAt.IsZero() {
+			out = append(out, t.StartedAt.Time)
+		}
 		switch {
 		case cs.State.Running != nil:
-			return cs.State.Running.StartedAt.Time, true
-		case cs.State.Terminated != nil:
-			return cs.State.Terminated.StartedAt.Time, true
-		case cs.LastTerminationState.Terminated != nil:
-			return cs.LastTerminationState.Terminated.StartedAt.Time, true
+			out = append(out, cs.State.Running.StartedAt.Time)
+		case cs.State.Terminated != nil && !cs.State.Terminated.StartedAt.IsZero():
+			out = append(out, cs.State.Terminated.StartedAt.Time)
 		}
 	}
-	return time.Time{}, false
+	return out
 }
 
 // appContainerWaits is true when the pod's app container is the gate waiting (gate.waitIn app).
@@ -217,26 +229,32 @@ func (r *release) assertWitness(ctx context.Context, id string) {
 	if len(pods) == 0 {
 		r.t.Fatalf("no app pod carries identity %s", id)
 	}
-	var n int
-	waitUntil(r.t, "the app pods of identity "+id+" to report their start to the witness", time.Minute, func(context.Context) (bool, error) {
-		n = r.psqlInt(fmt.Sprintf("select count(distinct pod) from demo_pod_starts where identity = '%s'", id))
-		return n >= len(pods), nil
+	// each current pod by name: rows of earlier pods of the identity (before a restart or a rollback) must
+	// not stand in for pods that never reported
+	waitUntil(r.t, "each current app pod of identity "+id+" to report its start to the witness", time.Minute, func(context.Context) (bool, error) {
+		for _, p := range pods {
+			if r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and pod = '%s'", id, p.Name)) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	done, ok := r.migrationFinished(id)
 	if !ok {
 		r.t.Fatalf("the database has no finished migration run of identity %s", id)
 	}
 	for _, p := range pods {
-		started, ok := appStart(p)
-		if !ok || appContainerWaits(p) {
+		if appContainerWaits(p) {
 			// with gate.waitIn app the kubelet starts the container to wait: the app process's own start
 			// (witnessQuery) is the evidence there
 			continue
 		}
-		// container start times have a resolution of one second
-		if started.Before(done.Truncate(time.Second)) {
-			r.t.Errorf("the API server says pod %s started its app container at %s, before the database finished migration %s at %s",
-				p.Name, started.Format(time.RFC3339), id, done.Format(time.RFC3339Nano))
+		for _, started := range appStarts(p) { // every start the API server knows, not only the latest
+			// container start times have a resolution of one second
+			if started.Before(done.Truncate(time.Second)) {
+				r.t.Errorf("the API server says pod %s started its app container at %s, before the database finished migration %s at %s",
+					p.Name, started.Format(time.RFC3339), id, done.Format(time.RFC3339Nano))
+			}
 		}
 	}
 }

@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/premigrate/premigrate/internal/demo/migrate"
+)
+
+// A migration tool that traps SIGTERM and exits 0 halfway (here the demo's DEMO_EXIT_0_ON_SIGTERM) must not
+// be recorded when the Job's deadline stops it: its pods would start on a half-migrated schema, and every
+// retry would skip the rest. The database, not the gate, says what was applied.
+func TestAMigrationStoppedByItsDeadlineIsNeverRecordedEvenWhenItExitsZero(t *testing.T) {
+	t.Parallel()
+	res := scenario(t, "signalled-migration", env.helm3)
+	ctx := context.Background()
+	ns := newNamespace(t, "signalled", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	base := merged(baseValues(), map[string]any{
+		"migration":  map[string]any{"mode": "job", "backoffLimit": 0},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "signalled-test-password"}},
+	})
+	r.mustDeploy(base) // v1, with the database up: the next migration starts at once
+	// v2, whose migration sleeps 120 s inside its transaction and is stopped by its 20 s deadline
+	slow := merged(base, map[string]any{
+		"image": map[string]any{"tag": "v2"},
+		"migration": map[string]any{"mode": "job", "backoffLimit": 0, "activeDeadlineSeconds": 20,
+			"env": []any{envVar("DEMO_MIGRATION_DELAY", "120s"), envVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
+	})
+	start := time.Now()
+	mustRun(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--values", r.valuesFile(slow))
+	id := r.appIdentity(ctx)
+	job := r.fullname() + "-migrate-" + id
+	key := migrate.LockKey
+	waitUntil(t, "the migration of "+id+" to run (it holds the migrations' lock)", 2*time.Minute, func(context.Context) (bool, error) {
+		return r.psqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
+			uint32(key>>32), uint32(key))) > 0, nil
+	})
+	waitUntil(t, "Job "+job+" to fail at its deadline", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		return err == nil && jobFailed(j), nil
+	})
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	time.Sleep(10 * time.Second) // the gate's record would land within the pod's grace period
+
+	cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := cm.Data[id]; ok {
+		t.Errorf("identity %s was recorded (%s) though SIGTERM stopped its migration halfway", id, v)
+	}
+	if v := r.psqlInt("select coalesce(max(version), 0) from schema_migrations"); v != 1 {
+		t.Errorf("schema at version %d, want 1: the stopped migration applied nothing", v)
+	}
+	for _, p := range r.appPods(ctx, id) {
+		if _, started := appStart(p); started {
+			t.Errorf("pod %s of %s started its app though its migration was stopped", p.Name, id)
+		}
+	}
+	if n := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
+		t.Errorf("the witness has %d app processes of %s, whose migration never completed", n, id)
+	}
+}
+
+// When `gate run` cannot read the records (here its Role lost `get` on them), it cannot tell whether its
+// identity already ran, so it must run nothing: a re-created Job of a recorded identity (a rollback, a revert,
+// a TTL) would otherwise run an older migration against a newer schema.
+func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
+	t.Parallel()
+	res := scenario(t, "records-unreadable", env.helm3)
+	ctx := context.Background()
+	ns := newNamespace(t, "unreadable", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	values := merged(baseValues(), map[string]any{
+		"image":      map[string]any{"tag": "v2"},
+		"migration":  map[string]any{"mode": "job", "backoffLimit": 0},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "unreadable-test-password"}},
+	})
+	r.mustDeploy(values)
+	id := r.appIdentity(ctx)
+	job := r.fullname() + "-migrate-" + id
+	runs := r.psqlInt("select count(*) from demo_migrate_runs")
+
+	// the Job's manifest as Helm applied it, to re-create it as a revert or a TTL's re-apply would
+	var manifest string
+	for _, doc := range strings.Split(mustRun(t, env.helm3, "get", "manifest", r.name, "-n", ns), "\n---") {
+		if strings.Contains(doc, "\nkind: Job\n") {
+			manifest = doc
+		}
+	}
+	if manifest == "" {
+		t.Fatal("no Job in the release's manifest")
+	}
+	mustRun(t, env.kubectl, "patch", "role", r.fullname()+"-migrate", "-n", ns, "--type", "json",
+		"-p", `[{"op":"replace","path":"/rules/0/verbs","value":["update","patch"]}]`)
+	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	start := time.Now()
+	if _, err := runWithStdin([]byte(manifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("re-creating Job %s: %v", job, err)
+	}
+	// gate run retries the records for --wait-for-configmap (2m), then gives up
+	waitUntil(t, "the re-created Job "+job+" to fail", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		return err == nil && jobFailed(j), nil
+	})
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+		t.Errorf("%d migration runs, was %d: the Job ran its migration without knowing whether it was recorded", got, runs)
+	}
+	log := r.jobLog(job)
+	if !strings.Contains(log, "cannot tell whether identity "+id+" is already recorded") {
+		t.Errorf("the Job's log does not say why it ran nothing:\n%s", log)
+	}
+	if pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job}); err == nil {
+		for _, p := range pods.Items {
+			for _, s := range p.Status.ContainerStatuses {
+				if s.Name == "migrate" && s.State.Terminated != nil && s.State.Terminated.ExitCode != 1 {
+					t.Errorf("the migration container exited %d, want 1", s.State.Terminated.ExitCode)
+				}
+			}
+		}
+	}
+}

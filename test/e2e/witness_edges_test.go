@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/premigrate/premigrate/internal/demo/migrate"
+)
+
+// The witness flags an app process for one of three reasons: it saw a schema older than its version, its
+// identity has no finished migration, or it started before that migration finished. The controls of
+// controls_test.go trip the first; this one trips only the third, which is the sole detector when an
+// identity changes without a schema change (an env-only change: half of the upgrade steps).
+func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *testing.T) {
+	t.Parallel()
+	res := scenario(t, "control-time-clause", env.kubectl)
+	ctx := context.Background()
+	ns := newNamespace(t, "controltime", restricted)
+	values := merged(baseValues(), map[string]any{
+		"image":      map[string]any{"tag": "v2"},
+		"migration":  map[string]any{"mode": "job"},
+		"gate":       map[string]any{"mode": "none"},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "control-password"}},
+	})
+	r := newRelease(t, ns, "app", "")
+	r.apply(r.template(values))
+	r.rolledOut(4 * time.Minute)
+	first := r.appIdentity(ctx)
+	waitUntil(t, "the migration of "+first+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+		_, ok := r.migrationFinished(first)
+		return ok, nil
+	})
+
+	// The next migration changes no schema; a session holding the migrations' advisory lock makes it
+	// finish 25 s late, as a slow data migration would, while the ungated pods start at once.
+	held := make(chan error, 1)
+	go func() {
+		_, err := runStdout(env.kubectl, "exec", "-n", ns, r.fullname()+"-postgresql-0", "--", "psql", "-U", "premigrate",
+			"-d", "premigrate", "-Atc", fmt.Sprintf("select pg_advisory_lock(%d); select pg_sleep(25)", migrate.LockKey))
+		held <- err
+	}()
+	waitUntil(t, "the migration lock to be held", time.Minute, func(context.Context) (bool, error) {
+		key := migrate.LockKey // a bigint key shows in pg_locks as its high and low 32 bits
+		return r.psqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
+			uint32(key>>32), uint32(key))) > 0, nil
+	})
+	start := time.Now()
+	next := merged(values, map[string]any{"migration": map[string]any{"mode": "job",
+		"env": []any{envVar("CONTROL_ENV_ONLY_CHANGE", "1")}}})
+	r.apply(r.template(next))
+	r.rolledOut(4 * time.Minute)
+	second := r.appIdentity(ctx)
+	if second == first {
+		t.Fatalf("an env-only change of the migration kept identity %s", first)
+	}
+	waitUntil(t, "the migration of "+second+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+		_, ok := r.migrationFinished(second)
+		return ok, nil
+	})
+	if err := <-held; err != nil {
+		t.Fatalf("holding the migration lock: %v", err)
+	}
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+
+	violations := r.witnessViolations()
+	res.Numbers["violationsCaught"] = float64(len(violations))
+	ofSecond := 0
+	for _, v := range violations {
+		if strings.Contains(v, "identity "+second+")") {
+			ofSecond++
+		}
+	}
+	if ofSecond == 0 {
+		t.Fatalf("the pods of %s started before their migration finished, yet the witness saw none: the time clause is blind; it saw:\n  %s",
+			second, strings.Join(violations, "\n  "))
+	}
+	// each of them saw a schema at least its version: only the time clause can have flagged them
+	bySchema := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and schema_seen < app_version", second))
+	if bySchema != 0 {
+		t.Fatalf("%d pods of %s saw an older schema: this control must trip the time clause alone", bySchema, second)
+	}
+	t.Logf("caught by the time clause alone, as it must be:\n  %s", strings.Join(violations, "\n  "))
+}
+
+// `helm upgrade --no-hooks` in hook mode runs no migration: the Deployment gets the new identity's pods
+// and only the gate stands between them and the old schema. The next upgrade with hooks migrates and
+// releases them.
+func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *testing.T) {
+	t.Parallel()
+	res := scenario(t, "no-hooks-upgrade", env.helm3)
+	ctx := context.Background()
+	ns := newNamespace(t, "nohooks", restricted)
+	r := newRelease(t, ns, "app", env.helm3)
+	r.mustDeploy(baseValues())
+	first := r.appIdentity(ctx)
+
+	v2 := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+	start := time.Now()
+	mustRun(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--no-hooks", "--values", r.valuesFile(v2))
+	second := r.appIdentity(ctx)
+	if second == first {
+		t.Fatalf("the upgrade to v2 kept identity %s", first)
+	}
+	waitUntil(t, "a pod of "+second+" to wait in wait-for-migration", 2*time.Minute, func(context.Context) (bool, error) {
+		for _, p := range r.appPods(ctx, second) {
+			if waitingInGate(p) {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	// held: for 30 s no pod of the new identity gets past the gate, and the old pods keep serving
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, p := range r.appPods(ctx, second) {
+			if _, started := appStart(p); started {
+				t.Fatalf("pod %s of %s started its app container though no migration ran (--no-hooks)", p.Name, second)
+			}
+		}
+		if n := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", second)); n != 0 {
+			t.Fatalf("the witness has %d app processes of %s, whose migration never ran", n, second)
+		}
+		time.Sleep(3 * time.Second)
+	}
+	if len(r.appPods(ctx, first)) == 0 {
+		t.Fatalf("no pod of %s is left serving while the new ones wait", first)
+	}
+
+	// the same values with hooks: the pre-upgrade hook migrates, and the waiting pods start
+	r.mustDeploy(v2)
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	if id := r.appIdentity(ctx); id != second {
+		t.Fatalf("the upgrade with hooks changed the identity from %s to %s", second, id)
+	}
+	r.assertWitness(ctx, second)
+}
+
+// waitingInGate is true when the pod's wait-for-migration init container is running.
+func waitingInGate(p corev1.Pod) bool {
+	for _, s := range p.Status.InitContainerStatuses {
+		if s.Name == "wait-for-migration" && s.State.Running != nil {
+			return true
+		}
+	}
+	return false
+}
