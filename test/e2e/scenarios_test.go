@@ -190,6 +190,9 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 	}
 	rep := load.stop()
 	res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
+	if rep.Sent == 0 {
+		t.Errorf("the load sent no request: \"no failed request\" would prove nothing")
+	}
 	if rep.Failed != 0 {
 		t.Errorf("%d of %d requests failed while the migration failed: %v", rep.Failed, rep.Sent, rep.Errors)
 	}
@@ -227,6 +230,12 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 	}
 	if r.psqlInt(column) != 1 {
 		t.Errorf("records.source was dropped although the migration was refused")
+	}
+	// the refusal (exit 3) fails the Job at once through its podFailurePolicy: one pod, no retry
+	ctx := context.Background()
+	if j := r.job(ctx, r.fullname()+"-migrate"); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
+		t.Errorf("the refused migration's Job has %d failed pods and conditions %+v: want 1 pod and Failed for PodFailurePolicy, not retried",
+			j.Status.Failed, j.Status.Conditions)
 	}
 	_, d = r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"},
 		"migration": map[string]any{"env": []any{envVar("SCHEMA_ACCEPT_DATA_LOSS", "true")}}}))
@@ -348,4 +357,14 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	if rep.Failed != 0 {
 		t.Errorf("%d of %d requests failed across the rollback: %v", rep.Failed, rep.Sent, rep.Errors)
 	}
+}
+
+// failedFor is true when the Job has condition Failed with the given reason.
+func failedFor(j *batchv1.Job, reason string) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue && c.Reason == reason {
+			return true
+		}
+	}
+	return false
 }
