@@ -37,7 +37,7 @@ type hookSequence struct {
 func TestBenchmarkHelmHookSequence(t *testing.T) {
 	rel := newRelease(t, newNamespace(t, "bench-hooks", restricted), "app", env.helm4)
 	rel.mustDeploy(map[string]any{"env": []any{envVar("ROUND", "install")}})
-	rounds := envInt("BENCH_UPGRADES", 5)
+	rounds := envInt("BENCH_UPGRADES", 9)
 	var seqs []hookSequence
 	cols := map[string][]float64{}
 	for i := 0; i < rounds; i++ {

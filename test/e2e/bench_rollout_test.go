@@ -16,7 +16,7 @@ import (
 // alone), each on the harness's watch. What the gate costs a rollout is the difference.
 // BENCH_ROLLOUT_REPLICAS and BENCH_ROLLOUT_GATES (comma-separated) pick a subset: the node holds about 110 pods.
 func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
-	runs := envInt("BENCH_ROLLOUTS", 3)
+	runs := envInt("BENCH_ROLLOUTS", 9)
 	var variants []*rolloutVariant
 	for _, n := range envList(t, "BENCH_ROLLOUT_REPLICAS", "2,10,30") {
 		for _, g := range strings.Split(envOr("BENCH_ROLLOUT_GATES", "watch,none,app"), ",") {

@@ -69,14 +69,15 @@ func writeBenchReport() error {
 	return nil
 }
 
+// percentile is the sample of rank floor(p*(n-1)) in sorted order: p 0.5 is the median of an odd count and the
+// lower median of an even one (never a value above the middle), p 0 the minimum, p 1 the maximum.
 func percentile(xs []float64, p float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
-	i := int(p*float64(len(s)-1) + 0.5)
-	return s[i]
+	return s[int(p*float64(len(s)-1))]
 }
 
 func envInt(name string, def int) int {

@@ -200,7 +200,7 @@ func median(xs []float64) string {
 	}
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
-	return fmt.Sprintf("%.1fs", s[len(s)/2])
+	return fmt.Sprintf("%.1fs", s[(len(s)-1)/2]) // the lower median of an even count
 }
 
 // resultOf is a scenario's result from its test: "fail", "skipped" or "pass".
