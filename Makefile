@@ -83,7 +83,7 @@ test-render: tools chart-deps ## render tests of the chart (no cluster)
 	go test -count=1 ./test/render/...
 
 .PHONY: test-fast
-test-fast: lint test-unit test-render ## everything that needs no cluster
+test-fast: lint test-unit test-render test-mutants-unit ## everything that needs no cluster
 
 .PHONY: test-e2e
 test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The repository root, from this package's folder.
+const root = "../.."
+
+func table(t *testing.T) []mutant {
+	t.Helper()
+	ms, err := readTable(filepath.Join(root, "hack/mutants/mutants.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+func TestEveryMutantOfTheTableAppliesExactlyOnceToTheTree(t *testing.T) {
+	if err := checkEdits(root, table(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTheTableHasAtLeastTwentyMutantsOfTheLibraryAndTheGate(t *testing.T) {
+	ms := table(t)
+	lib, gate := 0, 0
+	for _, m := range ms {
+		for _, e := range m.Edits {
+			switch {
+			case strings.HasPrefix(e.File, "charts/premigrate-lib/"):
+				lib++
+			case strings.HasPrefix(e.File, "cmd/gate/"), strings.HasPrefix(e.File, "internal/gate/"), strings.HasPrefix(e.File, "internal/record/"):
+				gate++
+			}
+		}
+	}
+	if len(ms) < 20 || lib == 0 || gate == 0 {
+		t.Errorf("%d mutants, %d edits of the library and %d of the gate: want at least 20 mutants covering both", len(ms), lib, gate)
+	}
+}
+
+func TestNoClusterResultIsOlderThanTheFilesItsMutantEdits(t *testing.T) {
+	results, err := readClusterResults(filepath.Join(root, clusterResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := table(t)
+	stale, err := staleClusterResults(root, ms, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stale {
+		t.Errorf("stale cluster result, run `make test-mutants MUTANTS_LEVEL=cluster MUTANTS=<id>` again: %s", s)
+	}
+	known := map[string]bool{}
+	for _, m := range ms {
+		known[m.ID] = true
+	}
+	notRun := 0
+	for id, r := range results {
+		if !known[id] {
+			t.Errorf("cluster result of %s, which is no mutant of the table", id)
+		}
+		if r.Outcome != caught {
+			t.Errorf("mutant %s was not caught at the cluster level on %s: %s %s", id, r.Commit, r.Outcome, r.Detail)
+		}
+	}
+	for _, m := range ms {
+		if _, ok := results[m.ID]; !ok {
+			notRun++
+		}
+	}
+	t.Logf("%d of %d mutants not run at the cluster level (MUTANTS.md says so)", notRun, len(ms))
+}
+
+func TestMutantsMdListsEveryMutantOfTheTable(t *testing.T) {
+	b, err := readFile(filepath.Join(root, "MUTANTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range table(t) {
+		if !strings.Contains(b, "| `"+m.ID+"` |") {
+			t.Errorf("MUTANTS.md does not list mutant %s: run `go run ./hack/mutants --level unit --markdown MUTANTS.md`", m.ID)
+		}
+	}
+}
+
+func TestJudgeCountsOnlyAFailedAssertionAsACatch(t *testing.T) {
+	failLine := "    x_test.go:12: want 1, got 2\n"
+	cases := []struct {
+		name string
+		rep  testReport
+		want string
+	}{
+		{"a failed assertion", testReport{results: map[string]string{"TestX": "fail"}, output: map[string][]string{"TestX": {failLine}}}, caught},
+		{"a testify failure", testReport{results: map[string]string{"TestX": "fail"}, output: map[string][]string{"TestX": {"        \tError Trace:\t/x/y_test.go:40\n"}}}, caught},
+		{"a build failure", testReport{buildFail: true, results: map[string]string{}}, errored},
+		{"a timeout", testReport{timedOut: true, results: map[string]string{"TestX": "fail"}, output: map[string][]string{"TestX": {failLine}}}, errored},
+		{"a panic", testReport{panicked: true, results: map[string]string{"TestX": "fail"}}, errored},
+		{"a failure without an assertion", testReport{results: map[string]string{"TestX": "fail"}, output: map[string][]string{"TestX": {"--- FAIL: TestX\n"}}}, errored},
+		{"every test passed", testReport{results: map[string]string{"TestX": "pass"}}, survived},
+		{"no test ran", testReport{results: map[string]string{}}, errored},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := tc.rep
+			if rep.output == nil {
+				rep.output = map[string][]string{}
+			}
+			if tc.want == errored && rep.results["TestX"] == "fail" {
+				rep.exitErr = errFailed
+			}
+			if got, _ := rep.judge(); got != tc.want {
+				t.Errorf("judge() = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
