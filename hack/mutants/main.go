@@ -117,7 +117,7 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	r := &runner{out: out, tree: tree, logs: logs, level: *level, cache: cache}
-	fmt.Fprintf(out, "mutants: %d of %d at the %s level, in %s (logs: %s)\n", len(chosen), len(all), *level, tree, logs)
+	_, _ = fmt.Fprintf(out, "mutants: %d of %d at the %s level, in %s (logs: %s)\n", len(chosen), len(all), *level, tree, logs)
 	if *level == "unit" {
 		if err := r.baseline(chosen); err != nil {
 			return err
@@ -126,7 +126,7 @@ func run(args []string, out io.Writer) error {
 	var results []result
 	for i, m := range chosen {
 		res := r.one(m)
-		fmt.Fprintf(out, "[%d/%d %s] %s: %s%s\n", i+1, len(chosen), time.Since(start).Round(time.Second), m.ID, strings.ToUpper(res.outcome), res.detailSuffix())
+		_, _ = fmt.Fprintf(out, "[%d/%d %s] %s: %s%s\n", i+1, len(chosen), time.Since(start).Round(time.Second), m.ID, strings.ToUpper(res.outcome), res.detailSuffix())
 		results = append(results, res)
 	}
 	path := *outFile
@@ -152,7 +152,7 @@ func run(args []string, out io.Writer) error {
 			bad = append(bad, res.m.ID+" ("+res.outcome+")")
 		}
 	}
-	fmt.Fprintf(out, "mutants: %d of %d caught at the %s level in %s; results: %s\n", len(results)-len(bad), len(results), *level, time.Since(start).Round(time.Second), path)
+	_, _ = fmt.Fprintf(out, "mutants: %d of %d caught at the %s level in %s; results: %s\n", len(results)-len(bad), len(results), *level, time.Since(start).Round(time.Second), path)
 	if len(bad) > 0 {
 		return fmt.Errorf("not caught: %s (logs in %s)", strings.Join(bad, ", "), logs)
 	}
@@ -314,7 +314,7 @@ func (r *runner) baseline(ms []mutant) error {
 					t, p, rep.verdict(t), rep.log)
 			}
 		}
-		fmt.Fprintf(r.out, "baseline: %d tests of %s pass on the unmutated tree (%s)\n", len(tests), p, time.Since(start).Round(time.Second))
+		_, _ = fmt.Fprintf(r.out, "baseline: %d tests of %s pass on the unmutated tree (%s)\n", len(tests), p, time.Since(start).Round(time.Second))
 	}
 	return nil
 }
@@ -339,7 +339,7 @@ func (r *runner) one(m mutant) result {
 	restore, err := apply(r.tree, m.Edits)
 	defer func() {
 		if err := restore(); err != nil {
-			fmt.Fprintf(r.out, "mutants: restoring the copy after %s: %v\n", m.ID, err)
+			_, _ = fmt.Fprintf(r.out, "mutants: restoring the copy after %s: %v\n", m.ID, err)
 		}
 	}()
 	if err != nil {
