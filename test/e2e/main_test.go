@@ -30,6 +30,8 @@ var env struct {
 	helm4      string
 	kubectl    string
 	results    string
+	// createdCluster is true when this run made the kind cluster (and so deletes it at the end)
+	createdCluster bool
 }
 
 // helperTests are the tests that record no scenario: the report does not list them, and go test's own exit
@@ -72,10 +74,15 @@ func run(m *testing.M) int {
 	}
 	// a full run must have the verdict pass; a filtered one keeps go test's own code
 	code, line := verdict.Exit(testFlags(), code, v)
-	if os.Getenv("KEEP_CLUSTER") == "1" {
+	switch {
+	case os.Getenv("KEEP_CLUSTER") == "1":
 		fmt.Printf("KEEP_CLUSTER=1: cluster %q kept; KUBECONFIG=%s\n", clusterName(), env.kubeconfig)
-	} else if err := kindcluster.Delete(clusterName()); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+	case !env.createdCluster:
+		fmt.Printf("cluster %q kept: this run reused it (make demo or make cluster made it); KUBECONFIG=%s\n", clusterName(), env.kubeconfig)
+	default:
+		if err := kindcluster.Delete(clusterName()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+		}
 	}
 	fmt.Println(line)
 	return code
@@ -149,6 +156,7 @@ func setup() error {
 	if err != nil {
 		return err
 	}
+	env.createdCluster = c.Created
 	fmt.Printf("e2e: cluster %q ready in %s (created=%v, kubeconfig %s)\n", c.Name, time.Since(start).Round(time.Second), c.Created, env.kubeconfig)
 	archives, err := filepath.Glob(filepath.Join(cache, "images", "*.tar"))
 	if err != nil || len(archives) == 0 {
