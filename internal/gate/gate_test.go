@@ -295,6 +295,9 @@ func TestWaitListsAgainWhenTheWatchEnds(t *testing.T) {
 			if n := actions(cs, "list", "jobs"); n != 2 {
 				t.Errorf("listed Jobs %d times, want 2", n)
 			}
+			if strings.Contains(l.String(), "retrying") {
+				t.Errorf("an ordinary end of a watch was logged as an error:\n%s", &l)
+			}
 		})
 	}
 }

@@ -160,7 +160,11 @@ func (s *source[T]) listAndWatch(ctx context.Context) error {
 		case watch.Bookmark:
 			continue
 		case watch.Error:
-			return fmt.Errorf("watch %s: %w", s.what, apierrors.FromObject(ev.Object))
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return nil // the resourceVersion is too old: an ordinary end of a watch, list again
+			}
+			return fmt.Errorf("watch %s: %w", s.what, err)
 		}
 		obj, isT := ev.Object.(T)
 		if !isT {
