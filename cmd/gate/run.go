@@ -136,6 +136,14 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Log
 		}
 	}
 	entry, found, decodeErr := record.Lookup(cm.Data, r.o.identity)
+	if !found && record.WasPruned(cm.Data, r.o.identity) {
+		err := fmt.Errorf("migration %s ran on this database, but its record was pruned from ConfigMap %s/%s, which keeps the newest %d "+
+			"(--keep, migration.keepRecords): not running it again, since a rollback or revert this far back would run an older migration "+
+			"against a newer schema; raise migration.keepRecords, or, to run it anyway, remove %s from the %q key of that ConfigMap",
+			r.o.identity, r.ns, r.o.records, r.o.keep, r.o.identity, record.PrunedKey)
+		log.Error(err.Error())
+		return true, cli.Exit(exitRefused, err)
+	}
 	if !found {
 		return false, nil
 	}

@@ -205,3 +205,19 @@ func TestRunDoesNotRunTheMigrationWhenTheRecordsCannotBeRead(t *testing.T) {
 		t.Errorf("stderr does not say why nothing ran:\n%s", &h.stderr)
 	}
 }
+
+func TestRunRefusesAnIdentityWhoseRecordWasPrunedNamingKeepRecords(t *testing.T) {
+	cm := recordsConfigMap()
+	cm.Data = map[string]string{"pruned": "0123456789 " + identity}
+	h := newHarness(cm)
+	marker := filepath.Join(t.TempDir(), "ran")
+	if got := h.run(runArgs("--", "/bin/sh", "-c", "touch "+marker)...); got != exitRefused {
+		t.Fatalf("exit code = %d, want %d (refused, not retried); stderr:\n%s", got, exitRefused, &h.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the migration of a pruned identity ran: a rollback past the kept records runs an older migration on a newer schema")
+	}
+	if !strings.Contains(h.stderr.String(), "migration.keepRecords") {
+		t.Errorf("stderr does not name the value to raise:\n%s", &h.stderr)
+	}
+}

@@ -229,6 +229,12 @@ func (v *view) result(d verdict) Result {
 	case d.outcome == Succeeded:
 		return Result{Outcome: Succeeded, Job: d.job.Name, Summary: fmt.Sprintf(
 			"migration %s succeeded: Job %s is Complete", v.identity, d.job.Name)}
+	case d.pruned:
+		return Result{Outcome: Failed, Reason: "RecordPruned", Summary: fmt.Sprintf(
+			"migration %s ran on this database, but its record was pruned from ConfigMap %s/%s (it keeps the newest "+
+				"migration.keepRecords) and its Job is gone: its migration will not run again (an older migration on a newer "+
+				"schema); not starting the app\nraise migration.keepRecords, or roll forward to a recorded revision",
+			v.identity, v.namespace, v.records)}
 	default:
 		return Result{Outcome: Failed, Job: d.job.Name, Reason: d.cond.Reason, Message: d.cond.Message, Summary: fmt.Sprintf(
 			"migration %s failed: Job %s/%s is Failed: %s: %s; not starting the app\nread the migration's logs with: kubectl logs -n %s job/%s -c migrate",

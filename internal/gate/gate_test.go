@@ -507,3 +507,21 @@ func TestWaitIgnoresAWatchEventOfItsJobNameCarryingAnotherIdentity(t *testing.T)
 		t.Fatalf("result = %+v, want success from this identity's record, not from the Job of identity ffffffffff", r.res)
 	}
 }
+
+func TestWaitFailsAtOnceNamingKeepRecordsWhenItsRecordWasPrunedAndNoJobIsLeft(t *testing.T) {
+	var l logs
+	cm := recordsConfigMap("0000000000")
+	cm.Data["pruned"] = "1111111111 " + identity
+	r := await(t, startWait(context.Background(), fake.NewClientset(cm), config(&l)))
+	if r.res.Outcome != gate.Failed || r.res.Reason != "RecordPruned" {
+		t.Fatalf("result %+v, want failed with reason RecordPruned", r.res)
+	}
+	if !strings.Contains(r.res.Summary, "migration.keepRecords") {
+		t.Errorf("the summary does not name the value to raise:\n%s", r.res.Summary)
+	}
+	// a Complete Job of the identity is still evidence of its migration
+	cs := fake.NewClientset(cm, migrationJob(complete))
+	if r := await(t, startWait(context.Background(), cs, config(&l))); r.res.Outcome != gate.Succeeded {
+		t.Errorf("with its Complete Job: result %+v, want succeeded", r.res)
+	}
+}

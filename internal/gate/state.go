@@ -34,6 +34,7 @@ type verdict struct {
 	cond    *batchv1.JobCondition
 	record  *record.Entry
 	recErr  error
+	pruned  bool // failed: the identity's record was pruned and its Job is gone
 }
 
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
@@ -74,6 +75,11 @@ func (v *view) decide() verdict {
 	if !v.cmKnown {
 		// A failed Job is not final while a record might exist.
 		return verdict{}
+	}
+	if v.jobsKnown && v.configMap != nil && record.WasPruned(v.configMap.Data, v.identity) {
+		// It ran on this database, its record was pruned, and no Complete Job is left: its migration Job
+		// refuses to run it again, so waiting would only end at the timeout.
+		return verdict{outcome: Failed, pruned: true}
 	}
 	for _, j := range jobs {
 		if c := jobCondition(j, batchv1.JobFailed); c != nil {

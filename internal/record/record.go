@@ -6,9 +6,43 @@ package record
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 )
+
+// PrunedKey is the key that lists the identities pruned from the records (--keep), oldest first, separated by
+// spaces: a migration that once ran on this database but whose record is gone. It is no identity (those are 10
+// hex characters). At most MaxPruned are kept.
+const PrunedKey = "pruned"
+
+// MaxPruned bounds the pruned list (11 bytes an identity).
+const MaxPruned = 500
+
+// Pruned lists the pruned identities of data, oldest first.
+func Pruned(data map[string]string) []string {
+	return strings.Fields(data[PrunedKey])
+}
+
+// WasPruned reports whether identity was recorded and later pruned.
+func WasPruned(data map[string]string, identity string) bool {
+	return slices.Contains(Pruned(data), identity)
+}
+
+// notePruned moves identity out of the pruned list (it is recorded again) and adds dropped to its end.
+func notePruned(data map[string]string, identity string, dropped []string) {
+	list := slices.DeleteFunc(Pruned(data), func(id string) bool { return id == identity || slices.Contains(dropped, id) })
+	list = append(list, dropped...)
+	if len(list) > MaxPruned {
+		list = list[len(list)-MaxPruned:]
+	}
+	if len(list) == 0 {
+		delete(data, PrunedKey)
+		return
+	}
+	data[PrunedKey] = strings.Join(list, " ")
+}
 
 // Entry is the value stored under an identity.
 type Entry struct {
@@ -58,7 +92,11 @@ func Lookup(data map[string]string, identity string) (e Entry, found bool, err e
 // completedAt first; identity is always kept. Values that do not decode count
 // as the oldest. keep <= 0 keeps everything.
 func Prune(data map[string]string, identity string, keep int) []string {
-	if keep <= 0 || len(data) <= keep {
+	n := len(data)
+	if _, ok := data[PrunedKey]; ok {
+		n--
+	}
+	if keep <= 0 || n <= keep {
 		return nil
 	}
 	type dated struct {
@@ -67,7 +105,7 @@ func Prune(data map[string]string, identity string, keep int) []string {
 	}
 	others := make([]dated, 0, len(data))
 	for k, v := range data {
-		if k == identity {
+		if k == identity || k == PrunedKey {
 			continue
 		}
 		e, err := Decode(v)

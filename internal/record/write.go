@@ -148,12 +148,17 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 	for _, k := range dropped {
 		delete(updated.Data, k)
 	}
+	notePruned(updated.Data, o.Identity, dropped)
 	// cm's resourceVersion travels with the update: the API server refuses
 	// it with a conflict if someone else wrote in between.
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
-	o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s; %d entries kept, %d dropped",
-		o.Identity, o.Job, o.Namespace, o.ConfigMap, len(updated.Data), len(dropped))
+	kept := len(updated.Data)
+	if _, ok := updated.Data[PrunedKey]; ok {
+		kept--
+	}
+	o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s; %d entries kept, %d dropped (listed under %q)",
+		o.Identity, o.Job, o.Namespace, o.ConfigMap, kept, len(dropped), PrunedKey)
 	return nil
 }

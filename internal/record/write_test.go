@@ -97,13 +97,38 @@ func TestWriteKeepsOnlyTheNewestEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := data(t, cs)
-	if len(d) != 3 {
-		t.Fatalf("kept %d entries, want 3: %v", len(d), d)
+	if len(d) != 4 {
+		t.Fatalf("kept %d keys, want 3 entries and the pruned list: %v", len(d), d)
 	}
 	for _, k := range []string{"new", "idb", "idd"} { // now, Jan 5, Jan 4
 		if _, ok := d[k]; !ok {
 			t.Errorf("entry %s was dropped; kept %v", k, d)
 		}
+	}
+	if got := record.Pruned(d); strings.Join(got, " ") != "ida idc ide" {
+		t.Errorf("pruned list %q, want the dropped identities ida idc ide", got)
+	}
+}
+
+func TestWriteListsWhatItPrunedAndTakesAnIdentityRecordedAgainOffTheList(t *testing.T) {
+	cs := fake.NewClientset(configMap(map[string]string{
+		"ida":            `{"completedAt":"2026-01-01T00:00:00Z","job":"j"}`,
+		record.PrunedKey: "old1 new",
+	}))
+	o := options("new")
+	o.Keep = 1
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o); err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, cs)
+	if _, ok := d["new"]; !ok {
+		t.Fatalf("new was not recorded: %v", d)
+	}
+	if got := strings.Join(record.Pruned(d), " "); got != "old1 ida" {
+		t.Errorf("pruned list %q, want %q (new recorded again, ida pruned now)", got, "old1 ida")
+	}
+	if !record.WasPruned(d, "ida") || record.WasPruned(d, "new") {
+		t.Errorf("WasPruned is wrong on %v", d)
 	}
 }
 
