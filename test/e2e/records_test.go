@@ -135,3 +135,60 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 		}
 	}
 }
+
+// A rollback past the records that migration.keepRecords keeps: the identity ran on this database, but its
+// record was pruned. Its re-created Job must refuse to run it (an older migration on a newer schema), naming
+// the value to raise, and its pods must fail at once with that reason instead of waiting for the timeout.
+func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
+	t.Parallel()
+	res := scenario(t, "rollback-past-kept-records", env.helm4)
+	ctx := context.Background()
+	ns := newNamespace(t, "pruned", restricted)
+	r := newRelease(t, ns, "app", env.helm4)
+	base := merged(baseValues(), map[string]any{
+		"migration":  map[string]any{"mode": "job", "keepRecords": 1},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "pruned-test-password"}},
+	})
+	r.mustDeploy(base)
+	first := r.appIdentity(ctx)
+	r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	runs := r.psqlInt("select count(*) from demo_migrate_runs")
+
+	start := time.Now()
+	mustRun(t, env.helm4, "rollback", r.name, "1", "-n", ns)
+	job := r.fullname() + "-migrate-" + first
+	waitUntil(t, "the re-created Job "+job+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		return err == nil && jobFailed(j), nil
+	})
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	if j := r.job(ctx, job); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
+		t.Errorf("Job %s: %d failed pods, conditions %+v: want one refusal (exit 3) failing it at once", job, j.Status.Failed, j.Status.Conditions)
+	}
+	if log := r.jobLog(job); !strings.Contains(log, "its record was pruned") || !strings.Contains(log, "migration.keepRecords") {
+		t.Errorf("the refusal does not say why and what to raise:\n%s", log)
+	}
+	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+		t.Errorf("%d migration runs, was %d: the migration of pruned identity %s ran again", got, runs, first)
+	}
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+		t.Errorf("schema at version %d, want 2", v)
+	}
+	waitUntil(t, "a pod of "+first+" to fail its gate", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, p := range r.appPods(ctx, first) {
+			for _, s := range p.Status.InitContainerStatuses {
+				term := s.State.Terminated
+				if term == nil {
+					term = s.LastTerminationState.Terminated
+				}
+				if s.Name == "wait-for-migration" && term != nil && term.ExitCode == 1 {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if n := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and process_started_at > now() - interval '10 minutes'", first)); n != 0 {
+		t.Errorf("%d app processes of the pruned identity %s started after the rollback", n, first)
+	}
+}
