@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/premigrate/premigrate/internal/demo/migrate"
+	"github.com/premigrate/premigrate/internal/record"
 )
 
 // A migration tool that traps SIGTERM and exits 0 halfway (here the demo's DEMO_EXIT_0_ON_SIGTERM) must not
@@ -152,6 +153,14 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	r.mustDeploy(base)
 	first := r.appIdentity(ctx)
 	r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	second := r.appIdentity(ctx)
+	cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cm.Data[second]; !ok || !record.WasPruned(cm.Data, first) {
+		t.Fatalf("records %v: want %s kept (the identity just recorded) and %s listed as pruned (keepRecords 1)", cm.Data, second, first)
+	}
 	runs := r.psqlInt("select count(*) from demo_migrate_runs")
 
 	start := time.Now()
