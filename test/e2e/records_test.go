@@ -16,9 +16,10 @@ import (
 )
 
 // A migration tool that traps SIGTERM and exits 0 halfway (here the demo's DEMO_EXIT_0_ON_SIGTERM) must not
-// be recorded when the Job's deadline stops it: its pods would start on a half-migrated schema, and every
-// retry would skip the rest. The database, not the gate, says what was applied.
-func TestAMigrationStoppedByItsDeadlineIsNeverRecordedEvenWhenItExitsZero(t *testing.T) {
+// be recorded when its pod is stopped mid-run (a deletion, a drain, a deadline): its pods would start on a
+// half-migrated schema, and every retry would skip the rest. The database, not the gate, says what was applied.
+// The pod is deleted once the migration holds the migrations' lock, so the signal lands mid-run on any machine.
+func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T) {
 	t.Parallel()
 	res := scenario(t, "signalled-migration", env.helm3)
 	ctx := context.Background()
@@ -29,27 +30,35 @@ func TestAMigrationStoppedByItsDeadlineIsNeverRecordedEvenWhenItExitsZero(t *tes
 		"postgresql": map[string]any{"auth": map[string]any{"password": "signalled-test-password"}},
 	})
 	r.mustDeploy(base) // v1, with the database up: the next migration starts at once
-	// v2, whose migration sleeps 120 s inside its transaction and is stopped by its 20 s deadline
+	// v2, whose migration sleeps 600 s inside its transaction
 	slow := merged(base, map[string]any{
 		"image": map[string]any{"tag": "v2"},
-		"migration": map[string]any{"mode": "job", "backoffLimit": 0, "activeDeadlineSeconds": 20,
-			"env": []any{envVar("DEMO_MIGRATION_DELAY", "120s"), envVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
+		"migration": map[string]any{"mode": "job", "backoffLimit": 0,
+			"env": []any{envVar("DEMO_MIGRATION_DELAY", "600s"), envVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
 	})
 	start := time.Now()
 	mustRun(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--values", r.valuesFile(slow))
 	id := r.appIdentity(ctx)
 	job := r.fullname() + "-migrate-" + id
 	key := migrate.LockKey
-	waitUntil(t, "the migration of "+id+" to run (it holds the migrations' lock)", 2*time.Minute, func(context.Context) (bool, error) {
+	waitUntil(t, "the migration of "+id+" to run (it holds the migrations' lock)", 3*time.Minute, func(context.Context) (bool, error) {
 		return r.psqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
 			uint32(key>>32), uint32(key))) > 0, nil
 	})
-	waitUntil(t, "Job "+job+" to fail at its deadline", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
-		return err == nil && jobFailed(j), nil
+	pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the pods of Job %s: %v (err %v), want one", job, pods, err)
+	}
+	pod := pods.Items[0].Name
+	if err := env.client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil { // SIGTERM, as a drain sends
+		t.Fatal(err)
+	}
+	waitUntil(t, "the stopped migration pod "+pod+" to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
 	})
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-	time.Sleep(10 * time.Second) // the gate's record would land within the pod's grace period
+	time.Sleep(5 * time.Second)
 
 	cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
 	if err != nil {
