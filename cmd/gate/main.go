@@ -30,10 +30,10 @@ var version = "dev"
 
 // Exit codes (docs/design.md, "The gate").
 const (
-	exitOK          = 0
-	exitFailed      = 1
-	exitUsage       = 2
-	exitTimeout     = 3
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	exitTimeout = 3
 	// exitRefused is gate run's refusal to run a migration that must not run (it is 3, the default of
 	// migration.failFastExitCodes, so the Job fails at once instead of retrying)
 	exitRefused     = 3
