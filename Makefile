@@ -44,7 +44,7 @@ cluster: chart-deps images ## create or reuse the kind cluster and load our imag
 .PHONY: test-gitops
 test-gitops: tools chart-deps images gitops-images ## only the Flux and Argo CD scenarios (part of make test-e2e)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/... -count=1 -timeout 60m -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
+	  go test ./test/e2e/ -count=1 -timeout 60m -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
 
 .PHONY: gitops-images
 gitops-images: tools ## build Flux's and Argo CD's images from source, cached by version (cold about 12 min, warm 1 s)
@@ -88,7 +88,7 @@ test-fast: lint test-unit test-render test-mutants-unit ## everything that needs
 .PHONY: test-e2e
 test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/... -count=1 -timeout 80m -parallel 4 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+	  go test ./test/e2e/ -count=1 -timeout 80m -parallel 4 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
 .PHONY: test
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
@@ -113,7 +113,7 @@ demo: ## a kind cluster, the chart installed with its embedded database, upgrade
 .PHONY: bench
 bench: tools chart-deps images ## measure gate latency, upgrade overhead and sizes; writes a dated report
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/... -count=1 -timeout 60m -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
+	  go test ./test/e2e/ -count=1 -timeout 60m -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
 
 .PHONY: docs
 docs: tools ## regenerate the chart README's values table with helm-docs
