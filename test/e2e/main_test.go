@@ -34,11 +34,9 @@ var env struct {
 	createdCluster bool
 }
 
-// The parallel tests wait for the sequential ones, then take the -parallel slots roughly in the order they
-// paused, which is the order of their files' names. The long scenarios (Flux, Argo CD, the adopter, the
-// upgrades under load) must take them first, so the short parallel scenarios live in files whose names sort
-// after upgrades_test.go (witness_*_test.go). In the run where they sorted before it, the upgrades started 27
-// min into the cluster tests and a fresh-clone make test took about an hour (2026-12-01).
+// The scenarios of witness_*_test.go run one after the other, before the parallel phase: run in parallel, they
+// shared the two cores with the upgrades under load, whose requests then timed out (7430 of 28681 failed in a
+// fresh-clone run of 2026-12-01, where the upgrades started 27 min into the cluster tests).
 
 // helperTests are the tests that record no scenario: the report does not list them, and go test's own exit
 // code, which the verdict takes in, covers them. Every other test must call scenario() (verdict.CheckTests).
