@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/premigrate/premigrate/internal/cli"
@@ -84,6 +86,17 @@ type jobClient interface {
 type apiClients struct {
 	jobs       func(namespace string) jobClient
 	configMaps func(namespace string) configMapClient
+	pods       func(namespace string) podGetter
+	claims     func(namespace string) claimGetter
+}
+
+// podGetter and claimGetter read the object that holds the database's data.
+type podGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Pod, error)
+}
+
+type claimGetter interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.PersistentVolumeClaim, error)
 }
 
 func newAPIClients(k8s k8sFlags, getenv func(string) string) (*apiClients, error) {
@@ -99,6 +112,8 @@ func newAPIClients(k8s k8sFlags, getenv func(string) string) (*apiClients, error
 	return &apiClients{
 		jobs:       func(ns string) jobClient { return c.Jobs(ns) },
 		configMaps: func(ns string) configMapClient { return c.ConfigMaps(ns) },
+		pods:       func(ns string) podGetter { return c.Pods(ns) },
+		claims:     func(ns string) claimGetter { return c.PersistentVolumeClaims(ns) },
 	}, nil
 }
 

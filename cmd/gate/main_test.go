@@ -56,6 +56,8 @@ func newHarness(objects ...runtime.Object) *harness {
 			return &apiClients{
 				jobs:       func(ns string) jobClient { return h.cs.BatchV1().Jobs(ns) },
 				configMaps: func(ns string) configMapClient { return h.cs.CoreV1().ConfigMaps(ns) },
+				pods:       func(ns string) podGetter { return h.cs.CoreV1().Pods(ns) },
+				claims:     func(ns string) claimGetter { return h.cs.CoreV1().PersistentVolumeClaims(ns) },
 			}, nil
 		},
 		now: time.Now,

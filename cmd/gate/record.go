@@ -3,17 +3,21 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
+	"log/slog"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/dbid"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
 // recordOptions are the flags of `gate record`, and of `gate run` which records too.
 type recordOptions struct {
 	k8s      k8sFlags
+	db       databaseFlags
 	identity string
 	records  string
 	job      string
@@ -31,6 +35,7 @@ func (o *recordOptions) register(fs *flag.FlagSet) {
 		"retry this long while the API server fails or (without --create-records) the ConfigMap does not exist yet")
 	fs.StringVar(&o.create, "create-records", "",
 		`create the records ConfigMap when it is missing, with this metadata: {"labels":{...},"annotations":{...}} (the chart passes its own, Helm's ownership included, so Helm adopts it)`)
+	o.db.register(fs)
 	o.k8s.register(fs)
 }
 
@@ -40,6 +45,9 @@ type recorder struct {
 	ns      string
 	clients *apiClients
 	meta    *record.Metadata // nil: never create the ConfigMap
+	spec    dbid.Spec        // how to name the database
+	// database is the database the migration runs on, once resolved (resolve); the record names it
+	database dbid.ID
 }
 
 // prepare checks the flags and builds the client.
@@ -57,6 +65,10 @@ func (o *recordOptions) prepare(e *env) (*recorder, error) {
 	case o.waitCM < 0:
 		return nil, usageErrorf("--wait-for-configmap must be >= 0")
 	}
+	spec, err := o.db.spec(e.getenv)
+	if err != nil {
+		return nil, &usageError{err: err}
+	}
 	var meta *record.Metadata
 	if o.create != "" {
 		m, err := record.ParseMetadata(o.create)
@@ -69,7 +81,21 @@ func (o *recordOptions) prepare(e *env) (*recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &recorder{o: o, ns: ns, clients: clients, meta: meta}, nil
+	return &recorder{o: o, ns: ns, clients: clients, meta: meta, spec: spec}, nil
+}
+
+// resolve names the database the migration runs on (nothing when no --database-* flag is set).
+func (r *recorder) resolve(ctx context.Context, timeout time.Duration, log *slog.Logger) error {
+	id, err := resolveDatabase(ctx, r.spec, r.clients.objectGetter(r.ns), timeout, log)
+	if err != nil {
+		log.Error(fmt.Sprintf("not running the migration: %v", err))
+		if ctx.Err() != nil {
+			return cli.Exit(exitInterrupted, err)
+		}
+		return cli.Exit(exitFailed, err)
+	}
+	r.database = id
+	return nil
 }
 
 // ensure returns the records ConfigMap, created when missing and --create-records is set; nil when it is
@@ -86,6 +112,7 @@ func (r *recorder) write(ctx context.Context, e *env) error {
 		ConfigMap:        r.o.records,
 		Identity:         r.o.identity,
 		Job:              r.o.job,
+		Database:         r.database.Value,
 		Keep:             r.o.keep,
 		WaitForConfigMap: r.o.waitCM,
 		Create:           r.meta,
@@ -105,6 +132,9 @@ func (r *recorder) write(ctx context.Context, e *env) error {
 func runRecord(ctx context.Context, o *recordOptions, e *env) error {
 	r, err := o.prepare(e)
 	if err != nil {
+		return err
+	}
+	if err := r.resolve(ctx, o.waitCM, e.logger()); err != nil {
 		return err
 	}
 	return r.write(ctx, e)

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/dbid"
 	"github.com/premigrate/premigrate/internal/pgready"
 	"github.com/premigrate/premigrate/internal/record"
 )
@@ -53,6 +54,9 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	}
 	log := e.logger()
 	logf := cli.Logf(log)
+	if err := r.resolve(ctx, o.waitPGTimeout, log); err != nil {
+		return err
+	}
 	if done, err := r.checkRecorded(ctx, o.ownJob, log); done {
 		return err
 	}
@@ -89,6 +93,16 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 		return cli.Exit(exitInterrupted, err)
 	}
 	logf("migration command %q succeeded in %s", o.argv[0], took)
+	if r.database.Bound() {
+		// the database the record will name must be the one the command migrated
+		now, err := dbid.Resolve(ctx, r.spec, r.clients.objectGetter(r.ns))
+		if err != nil || now.Value != r.database.Value {
+			err := fmt.Errorf("the database changed while migration %s ran (it was %s; now %v, %v): not recording it; the next run repeats it",
+				r.o.identity, r.database.Value, now, err)
+			log.Error(err.Error())
+			return cli.Exit(exitFailed, err)
+		}
+	}
 	return r.write(ctx, e)
 }
 
@@ -146,6 +160,13 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Log
 	}
 	if !found {
 		return false, nil
+	}
+	if decodeErr == nil {
+		if ok, why := r.database.Describes(entry.Database, entry.CompletedAt); !ok {
+			logf("migration %s is recorded in ConfigMap %s/%s, but not on this database: the database changed since (%s): "+
+				"running it again on database %s", r.o.identity, r.ns, r.o.records, why, r.database.Value)
+			return false, nil
+		}
 	}
 	when := "at an unknown time"
 	if decodeErr == nil {

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/premigrate/premigrate/internal/cli"
@@ -219,5 +221,72 @@ func TestRunRefusesAnIdentityWhoseRecordWasPrunedNamingKeepRecords(t *testing.T)
 	}
 	if !strings.Contains(h.stderr.String(), "migration.keepRecords") {
 		t.Errorf("stderr does not name the value to raise:\n%s", &h.stderr)
+	}
+}
+
+// databasePod is the embedded database's pod as made at created, with uid.
+func databasePod(uid string, created time.Time) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: "shop-db-0", Namespace: "shop", UID: types.UID(uid), CreationTimestamp: metav1.Time{Time: created},
+	}}
+}
+
+func TestRunRunsARecordedIdentityAgainOnlyWhenTheDatabaseChangedSince(t *testing.T) {
+	created := time.Date(2026, 1, 2, 4, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		record string
+		runs   bool
+		says   string
+	}{
+		{name: "recorded on this database: nothing to do",
+			record: `{"completedAt":"2026-01-02T05:00:00.000Z","job":"j","database":"pod/shop-db-0@now"}`, says: "already recorded"},
+		{name: "recorded on the database's pod before it was made again: runs and records it on this one",
+			record: `{"completedAt":"2026-01-02T03:00:00.000Z","job":"j","database":"pod/shop-db-0@before"}`, runs: true,
+			says: "the database changed since (it was recorded on database pod/shop-db-0@before, and the database is now pod/shop-db-0@now)"},
+		{name: "recorded on no database before this one was created: runs",
+			record: `{"completedAt":"2026-01-02T03:00:00.000Z","job":"j"}`, runs: true, says: "before the database's pod/shop-db-0 was created"},
+		{name: "recorded on no database after this one was created: nothing to do",
+			record: `{"completedAt":"2026-01-02T05:00:00.000Z","job":"j"}`, says: "already recorded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cm := recordsConfigMap()
+			cm.Data = map[string]string{identity: tt.record}
+			h := newHarness(cm, databasePod("now", created))
+			marker := filepath.Join(t.TempDir(), "ran")
+			if got := h.run(runArgs("--database-object", "pod/shop-db-0", "--", "/bin/sh", "-c", "touch "+marker)...); got != exitOK {
+				t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
+			}
+			_, err := os.Stat(marker)
+			if ran := err == nil; ran != tt.runs {
+				t.Errorf("the migration ran = %v, want %v; stderr:\n%s", ran, tt.runs, &h.stderr)
+			}
+			if !strings.Contains(h.stderr.String(), tt.says) {
+				t.Errorf("stderr does not say %q:\n%s", tt.says, &h.stderr)
+			}
+			got, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.runs && !strings.Contains(got.Data[identity], `"database":"pod/shop-db-0@now"`) {
+				t.Errorf("the new record does not name the database it ran on: %s", got.Data[identity])
+			}
+		})
+	}
+}
+
+func TestRunWaitsForTheDatabasesObjectAndFailsClearlyWhenItNeverComes(t *testing.T) {
+	h := newHarness(recordsConfigMap())
+	marker := filepath.Join(t.TempDir(), "ran")
+	got := h.run(runArgs("--database-object", "pod/shop-db-0", "--wait-for-postgres-timeout", "1s", "--", "/bin/sh", "-c", "touch "+marker)...)
+	if got != exitFailed {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitFailed, &h.stderr)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the migration ran without knowing its database")
+	}
+	if !strings.Contains(h.stderr.String(), "reading the database's pod shop-db-0") {
+		t.Errorf("stderr does not name the missing object:\n%s", &h.stderr)
 	}
 }

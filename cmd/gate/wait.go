@@ -17,6 +17,7 @@ import (
 // waitOptions are the flags of `gate wait`.
 type waitOptions struct {
 	k8s      k8sFlags
+	db       databaseFlags
 	identity string
 	records  string
 	job      string
@@ -32,6 +33,7 @@ func (o *waitOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.job, "job", "", "exact name of the migration Job of this identity (required): only that Job's Complete condition counts, never another Job's")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long with exit code 3; 0 waits forever")
 	fs.DurationVar(&o.progress, "progress-interval", 10*time.Second, "period of the progress lines")
+	o.db.register(fs)
 	o.k8s.register(fs)
 }
 
@@ -50,17 +52,34 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 	if o.timeout < 0 || o.progress <= 0 {
 		return usageErrorf("--timeout must be >= 0 and --progress-interval > 0")
 	}
+	spec, err := o.db.spec(e.getenv)
+	if err != nil {
+		return &usageError{err: err}
+	}
 	ns, clients, err := o.k8s.setup(e)
 	if err != nil {
 		return err
 	}
 	log := e.logger()
 	logf := cli.Logf(log)
+	limit := o.timeout
+	if limit == 0 {
+		limit = 24 * time.Hour
+	}
+	database, err := resolveDatabase(ctx, spec, clients.objectGetter(ns), limit, log)
+	if err != nil {
+		log.Error(fmt.Sprintf("not starting the app: %v", err))
+		if ctx.Err() != nil {
+			return cli.Exit(exitInterrupted, err)
+		}
+		return cli.Exit(exitTimeout, err)
+	}
 	res, err := gate.Wait(ctx, gate.Config{
 		Namespace:        ns,
 		Identity:         o.identity,
 		Records:          o.records,
 		Job:              o.job,
+		Database:         database,
 		Timeout:          o.timeout,
 		ProgressInterval: o.progress,
 		Logf:             logf,

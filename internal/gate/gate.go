@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/premigrate/premigrate/internal/dbid"
 )
 
 // JobClient is the part of client-go's typed Job client (for one namespace)
@@ -41,6 +43,10 @@ type Config struct {
 	// is evidence: a Job left by an earlier install or revision under another
 	// name never releases pods.
 	Job string
+	// Database is the database the app pod will use, as the gate sees it now. A record made on another
+	// database, or a Job that completed before this database's data was created, is no evidence for it. The
+	// zero ID accepts every record.
+	Database dbid.ID
 	// Timeout bounds the wait; 0 waits forever.
 	Timeout time.Duration
 	// ProgressInterval is the period of progress lines (default 10s).
@@ -164,13 +170,18 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 		records:   cfg.Records,
 		job:       cfg.Job,
 		namespace: cfg.Namespace,
+		database:  cfg.Database,
 	}
 	limit := "no timeout"
 	if cfg.Timeout > 0 {
 		limit = "timeout " + cfg.Timeout.String()
 	}
-	cfg.Logf("waiting for migration %s in namespace %s: key %s in ConfigMap %s, or Job %s with label %s=%s Complete (%s)",
-		cfg.Identity, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Job, IdentityLabel, cfg.Identity, limit)
+	on := ""
+	if cfg.Database.Bound() {
+		on = " on database " + cfg.Database.Value
+	}
+	cfg.Logf("waiting for migration %s%s in namespace %s: key %s in ConfigMap %s, or Job %s with label %s=%s Complete (%s)",
+		cfg.Identity, on, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Job, IdentityLabel, cfg.Identity, limit)
 
 	ticker := time.NewTicker(cfg.ProgressInterval)
 	defer ticker.Stop()

@@ -3,12 +3,14 @@ package gate_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/premigrate/premigrate/internal/dbid"
 	"github.com/premigrate/premigrate/internal/gate"
 )
 
@@ -523,5 +526,63 @@ func TestWaitFailsAtOnceNamingKeepRecordsWhenItsRecordWasPrunedAndNoJobIsLeft(t 
 	cs := fake.NewClientset(cm, migrationJob(complete))
 	if r := await(t, startWait(context.Background(), cs, config(&l))); r.res.Outcome != gate.Succeeded {
 		t.Errorf("with its Complete Job: result %+v, want succeeded", r.res)
+	}
+}
+
+func TestWaitReleasesOnlyOnEvidenceMadeOnTheDatabaseThePodWillUse(t *testing.T) {
+	since := time.Date(2026, 1, 2, 4, 0, 0, 0, time.UTC) // the database's data was created after the records of recordsConfigMap
+	here := dbid.ID{Value: "pod/db-0@new", Since: since}
+	recordOn := func(database, at string) *corev1.ConfigMap {
+		cm := recordsConfigMap()
+		cm.Data[identity] = fmt.Sprintf(`{"completedAt":%q,"job":%q,"database":%q}`, at, jobName, database)
+		return cm
+	}
+	completedAt := func(at time.Time) func(*batchv1.Job) {
+		return func(j *batchv1.Job) {
+			j.Status.CompletionTime = &metav1.Time{Time: at}
+			complete(j)
+		}
+	}
+	tests := []struct {
+		name     string
+		database dbid.ID
+		objects  []runtime.Object
+		want     gate.Outcome
+		logs     string
+	}{
+		{name: "a record made on this database releases", database: here,
+			objects: []runtime.Object{recordOn(here.Value, "2026-01-02T05:00:00Z")}, want: gate.Succeeded},
+		{name: "a record made on the database before it was made again holds the pod, naming why", database: here,
+			objects: []runtime.Object{recordOn("pod/db-0@old", "2026-01-02T03:00:00Z")}, want: gate.TimedOut,
+			logs: "the database changed since identity " + identity + " was recorded"},
+		{name: "the old run's Complete Job does not release beside a record of another database", database: here,
+			objects: []runtime.Object{recordOn("pod/db-0@old", "2026-01-02T03:00:00Z"), migrationJob(completedAt(since.Add(time.Hour)))},
+			want:    gate.TimedOut},
+		{name: "a record of no database made before this database holds the pod", database: here,
+			objects: []runtime.Object{recordsConfigMap(identity)}, want: gate.TimedOut, logs: "before the database's pod/db-0 was created"},
+		{name: "a Job that completed before this database was created holds the pod", database: here,
+			objects: []runtime.Object{recordsConfigMap(), migrationJob(completedAt(since.Add(-time.Minute)))}, want: gate.TimedOut},
+		{name: "a Job that completed on this database releases", database: here,
+			objects: []runtime.Object{recordsConfigMap(), migrationJob(completedAt(since.Add(time.Minute)))}, want: gate.Succeeded},
+		{name: "a gate given no database accepts a record of another", database: dbid.ID{},
+			objects: []runtime.Object{recordOn("pod/db-0@old", "2026-01-02T03:00:00Z")}, want: gate.Succeeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l logs
+			cfg := config(&l)
+			cfg.Database = tt.database
+			cfg.ProgressInterval = 50 * time.Millisecond
+			if tt.want == gate.TimedOut {
+				cfg.Timeout = 300 * time.Millisecond
+			}
+			r := await(t, startWait(context.Background(), fake.NewClientset(tt.objects...), cfg))
+			if r.res.Outcome != tt.want {
+				t.Fatalf("outcome = %v, want %v; logs:\n%s", r.res.Outcome, tt.want, &l)
+			}
+			if !strings.Contains(l.String(), tt.logs) {
+				t.Errorf("logs do not say %q:\n%s", tt.logs, &l)
+			}
+		})
 	}
 }

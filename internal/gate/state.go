@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/premigrate/premigrate/internal/dbid"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
@@ -25,6 +26,7 @@ type view struct {
 	records   string
 	job       string
 	namespace string
+	database  dbid.ID // the database the pod will use; the zero ID accepts every record
 }
 
 // verdict is what the current view decides.
@@ -57,18 +59,24 @@ func sortedJobs(jobs map[string]*batchv1.Job) []*batchv1.Job {
 }
 
 // decide applies the rule of the design: succeeded when the ConfigMap records
-// the identity or the Job (by exact name, of this identity) is Complete;
-// failed when that Job is Failed and the ConfigMap (read successfully) has no
-// record; else wait.
+// the identity on this database, or, with no record of it, the Job (by exact
+// name, of this identity) completed on this database; failed when that Job is
+// Failed and the ConfigMap (read successfully) has no record; else wait.
 func (v *view) decide() verdict {
 	if v.configMap != nil {
 		if e, found, err := record.Lookup(v.configMap.Data, v.identity); found {
-			return verdict{outcome: Succeeded, record: &e, recErr: err}
+			if err != nil || v.recordedHere(e) {
+				return verdict{outcome: Succeeded, record: &e, recErr: err}
+			}
+			// Recorded on another database (replaced or reset since): its migration must run again on
+			// this one, and that run records it again. A Job of the identity is the old run's, so it does
+			// not count either.
+			return verdict{}
 		}
 	}
 	jobs := sortedJobs(v.jobs)
 	for _, j := range jobs {
-		if c := jobCondition(j, batchv1.JobComplete); c != nil {
+		if c := jobCondition(j, batchv1.JobComplete); c != nil && v.completedHere(j, c) {
 			return verdict{outcome: Succeeded, job: j, cond: c}
 		}
 	}
@@ -87,6 +95,37 @@ func (v *view) decide() verdict {
 		}
 	}
 	return verdict{}
+}
+
+// recordedHere reports whether a record was made on the database the pod will use.
+func (v *view) recordedHere(e record.Entry) bool {
+	ok, _ := v.database.Describes(e.Database, e.CompletedAt)
+	return ok
+}
+
+// completedHere reports whether a Complete Job can have migrated the database the pod will use: it completed
+// after the object that holds the database's data was created (both times are the API server's).
+func (v *view) completedHere(j *batchv1.Job, complete *batchv1.JobCondition) bool {
+	at := complete.LastTransitionTime.Time
+	if j.Status.CompletionTime != nil {
+		at = j.Status.CompletionTime.Time
+	}
+	ok, _ := v.database.Describes("", at)
+	return ok
+}
+
+// staleRecord says why the identity's record is not about the database the pod will use; "" when there is
+// no record or it is.
+func (v *view) staleRecord() string {
+	if v.configMap == nil {
+		return ""
+	}
+	e, found, err := record.Lookup(v.configMap.Data, v.identity)
+	if !found || err != nil {
+		return ""
+	}
+	_, why := v.database.Describes(e.Database, e.CompletedAt)
+	return why
 }
 
 func jobState(j *batchv1.Job) string {
@@ -128,6 +167,10 @@ func (v *view) describeRecords() string {
 		return fmt.Sprintf("ConfigMap %s not read yet", v.records)
 	case v.configMap == nil:
 		return fmt.Sprintf("ConfigMap %s not found", v.records)
+	case v.staleRecord() != "":
+		return fmt.Sprintf("the database changed since identity %s was recorded in ConfigMap %s (%s): "+
+			"waiting for its migration to run again on this database (the next helm upgrade or sync with the same values runs it)",
+			v.identity, v.records, v.staleRecord())
 	default:
 		return fmt.Sprintf("no record in ConfigMap %s", v.records)
 	}

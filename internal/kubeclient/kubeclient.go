@@ -102,7 +102,7 @@ func tokenDirConfig(dir string, getenv func(string) string) (*rest.Config, error
 	}, nil
 }
 
-// Clients hands out typed clients for the two resources the gate uses.
+// Clients hands out typed clients for the resources the gate uses.
 type Clients struct {
 	batch  rest.Interface
 	core   rest.Interface
@@ -157,6 +157,30 @@ type JobClient = Resource[*batchv1.Job, *batchv1.JobList]
 
 // ConfigMapClient reads and updates ConfigMaps of one namespace.
 type ConfigMapClient = Resource[*corev1.ConfigMap, *corev1.ConfigMapList]
+
+// PodClient reads Pods of one namespace.
+type PodClient = Resource[*corev1.Pod, *corev1.PodList]
+
+// PersistentVolumeClaimClient reads PersistentVolumeClaims of one namespace.
+type PersistentVolumeClaimClient = Resource[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList]
+
+// Pods returns a Pod client for namespace.
+func (c *Clients) Pods(namespace string) *PodClient {
+	return &PodClient{
+		client: c.core, params: c.params, namespace: namespace, resource: "pods",
+		newObject: func() *corev1.Pod { return &corev1.Pod{} },
+		newList:   func() *corev1.PodList { return &corev1.PodList{} },
+	}
+}
+
+// PersistentVolumeClaims returns a PersistentVolumeClaim client for namespace.
+func (c *Clients) PersistentVolumeClaims(namespace string) *PersistentVolumeClaimClient {
+	return &PersistentVolumeClaimClient{
+		client: c.core, params: c.params, namespace: namespace, resource: "persistentvolumeclaims",
+		newObject: func() *corev1.PersistentVolumeClaim { return &corev1.PersistentVolumeClaim{} },
+		newList:   func() *corev1.PersistentVolumeClaimList { return &corev1.PersistentVolumeClaimList{} },
+	}
+}
 
 // Jobs returns a Job client for namespace.
 func (c *Clients) Jobs(namespace string) *JobClient {

@@ -48,16 +48,20 @@ func notePruned(data map[string]string, identity string, dropped []string) {
 type Entry struct {
 	CompletedAt time.Time
 	Job         string
+	// Database names the database the migration ran on (dbid.ID's Value); empty in records made before
+	// records were bound to their database, or by a gate given no database.
+	Database string
 }
 
 type wireEntry struct {
 	CompletedAt string `json:"completedAt"`
 	Job         string `json:"job"`
+	Database    string `json:"database,omitempty"`
 }
 
 // Encode renders e as the JSON value stored in the ConfigMap.
 func (e Entry) Encode() (string, error) {
-	b, err := json.Marshal(wireEntry{CompletedAt: e.CompletedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Job: e.Job})
+	b, err := json.Marshal(wireEntry{CompletedAt: e.CompletedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Job: e.Job, Database: e.Database})
 	if err != nil {
 		return "", fmt.Errorf("encode record: %w", err)
 	}
@@ -74,7 +78,7 @@ func Decode(value string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode record %q: completedAt: %w", value, err)
 	}
-	return Entry{CompletedAt: t, Job: w.Job}, nil
+	return Entry{CompletedAt: t, Job: w.Job, Database: w.Database}, nil
 }
 
 // Lookup reports whether data records identity. The key's presence is what

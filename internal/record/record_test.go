@@ -26,6 +26,29 @@ func TestEntryEncodesAsTheDesignedJSON(t *testing.T) {
 	}
 }
 
+func TestEntryStoresTheDatabaseItRanOnOnlyWhenItHasOne(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, c := range []struct{ database, want string }{
+		{database: "", want: `{"completedAt":"2026-01-02T03:04:05.000Z","job":"j"}`},
+		{database: "pod/db-0@u1", want: `{"completedAt":"2026-01-02T03:04:05.000Z","job":"j","database":"pod/db-0@u1"}`},
+	} {
+		got, err := record.Entry{CompletedAt: at, Job: "j", Database: c.database}.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("Encode = %s, want %s", got, c.want)
+		}
+		back, err := record.Decode(got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.Database != c.database {
+			t.Errorf("Decode(%s).Database = %q, want %q", got, back.Database, c.database)
+		}
+	}
+}
+
 func TestLookupCountsThePresenceOfTheKey(t *testing.T) {
 	data := map[string]string{
 		"good":   `{"completedAt":"2026-01-02T03:04:05Z","job":"j"}`,

@@ -29,6 +29,9 @@ type Options struct {
 	ConfigMap string
 	Identity  string
 	Job       string
+	// Database names the database the migration ran on (dbid.ID's Value), stored with the record; empty
+	// stores none.
+	Database string
 	// Keep is how many entries to keep (newest first); <= 0 keeps all.
 	Keep int
 	// Create, when not nil, is the metadata of the ConfigMap to create when
@@ -117,7 +120,7 @@ func Write(ctx context.Context, client ConfigMapClient, o Options) error {
 }
 
 func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
-	value, err := Entry{CompletedAt: o.Now(), Job: o.Job}.Encode()
+	value, err := Entry{CompletedAt: o.Now(), Job: o.Job, Database: o.Database}.Encode()
 	if err != nil {
 		return err
 	}

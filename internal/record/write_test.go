@@ -71,6 +71,21 @@ func TestWriteRecordsTheIdentityWithItsCompletionTimeAndJob(t *testing.T) {
 	}
 }
 
+func TestWriteStoresTheDatabaseTheMigrationRanOn(t *testing.T) {
+	cs := fake.NewClientset(configMap(map[string]string{
+		"abc123def0": `{"completedAt":"2026-01-01T00:00:00.000Z","job":"old","database":"pod/db-0@u1"}`,
+	}))
+	o := options("abc123def0")
+	o.Database = "pod/db-0@u2"
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"completedAt":"2026-03-04T05:06:07.000Z","job":"shop-app-migrate-abc123def0","database":"pod/db-0@u2"}`
+	if got := data(t, cs)["abc123def0"]; got != want {
+		t.Errorf("record = %s, want %s", got, want)
+	}
+}
+
 func TestWriteReplacesAnEarlierRecordOfTheSameIdentity(t *testing.T) {
 	cs := fake.NewClientset(configMap(map[string]string{
 		"abc123def0": `{"completedAt":"2025-01-01T00:00:00Z","job":"old"}`,
