@@ -273,6 +273,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 		}
 	}
 	// the app pods' gate: its migration Job and the records ConfigMap, read-only, by name
+	claim := "persistentvolumeclaims/data-" + r.fullname() + "-postgresql-0"
 	canI("system:serviceaccount:"+ns+":"+r.fullname(), []check{
 		{"get", job, "", "yes"}, {"list", job, "", "yes"}, {"watch", job, "", "yes"},
 		{"get", records, "", "yes"}, {"list", records, "", "yes"}, {"watch", records, "", "yes"},
@@ -281,6 +282,9 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 		{"update", records, "", "no"}, {"delete", records, "", "no"}, {"get", "configmaps/other", "", "no"},
 		{"list", "configmaps", "", "no"}, {"get", "secrets", "", "no"}, {"list", "pods", "", "no"},
 		{"get", "pods", "log", "no"}, {"create", "pods", "", "no"},
+		// the embedded database's claim, by name: its UID names the database the records are bound to
+		{"get", claim, "", "yes"}, {"list", "persistentvolumeclaims", "", "no"}, {"get", "persistentvolumeclaims/other", "", "no"},
+		{"delete", claim, "", "no"}, {"update", claim, "", "no"},
 	})
 	// the migration's ServiceAccount exists only while the hooks run (hook-succeeded): bound to nothing now
 	if _, err := env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{}); !apierrors.IsNotFound(err) {

@@ -25,7 +25,8 @@ func TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded(t *testing.T) {
 		}
 		want := []string{"wait", "--identity", id, "--records", fullname + "-migrations",
 			"--job", r.job(t).Name,
-			"--timeout", "15m", "--progress-interval", "10s"}
+			"--timeout", "15m", "--progress-interval", "10s",
+			"--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0"}
 		if !equalStrings(w.Args, want) {
 			t.Errorf("gate args\n got %v\nwant %v", w.Args, want)
 		}
@@ -62,10 +63,14 @@ gate:
 	t.Run("job mode binds a read-only Role on its migration Job and the records ConfigMap to the app ServiceAccount", func(t *testing.T) {
 		r := render(t, renderOptions{})
 		role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-gate")
-		if len(role.Rules) != 2 {
+		if len(role.Rules) != 3 {
 			t.Fatalf("rules %+v", role.Rules)
 		}
-		jobs, cms := role.Rules[0], role.Rules[1]
+		jobs, cms, claim := role.Rules[0], role.Rules[1], role.Rules[2]
+		if !equalStrings(claim.APIGroups, []string{""}) || !equalStrings(claim.Resources, []string{"persistentvolumeclaims"}) ||
+			!equalStrings(claim.ResourceNames, []string{"data-" + fullname + "-postgresql-0"}) || !equalStrings(claim.Verbs, []string{"get"}) {
+			t.Errorf("the database's claim rule %+v: want get on that claim only", claim)
+		}
 		if !equalStrings(jobs.APIGroups, []string{"batch"}) || !equalStrings(jobs.Resources, []string{"jobs"}) ||
 			!equalStrings(jobs.ResourceNames, []string{r.job(t).Name}) || !equalStrings(jobs.Verbs, []string{"get", "list", "watch"}) {
 			t.Errorf("jobs rule %+v", jobs)
@@ -165,7 +170,8 @@ func TestTheAppContainerCanWaitForTheMigrationItself(t *testing.T) {
 			app := container(t, pod.Containers, "app")
 			want := []string{"/premigrate/gate", "wait", "--identity", id, "--records", fullname + "-migrations",
 				"--job", r.job(t).Name, "--timeout", "15m", "--progress-interval", "10s",
-				"--token-dir", "/var/run/secrets/premigrate.io/gate", "--", "/demo"}
+				"--token-dir", "/var/run/secrets/premigrate.io/gate",
+				"--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0", "--", "/demo"}
 			if !equalStrings(app.Command, want) || !equalStrings(app.Args, []string{"serve"}) {
 				t.Errorf("app command %v args %v\nwant command %v", app.Command, app.Args, want)
 			}

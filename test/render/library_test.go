@@ -163,6 +163,8 @@ func TestTheLibraryChecksItsOwnValues(t *testing.T) {
 		{"migrations: {gate: {delivery: magic}}\n", `gate.delivery "magic" is not one of`},
 		{"migrations: {gate: {waitIn: sidecar}}\n", `gate.waitIn "sidecar" is not one of initContainer, app`},
 		{"migrations: {pod: {sidecars: [{name: p, image: x}]}}\n", "pod.sidecars[p] needs restartPolicy: Always"},
+		{"migrations: {database: {object: secret/db}}\n", `database.object "secret/db" must be pod/NAME or persistentvolumeclaim/NAME`},
+		{"migrations: {database: {urlSecretName: db}}\n", `database.urlSecretName ("db") and database.urlSecretKey ("") go together`},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

@@ -193,11 +193,11 @@ migration:
 			tail         []string
 		}{
 			{"a plain Job with the embedded database waits for PostgreSQL", "", false,
-				[]string{"--wait-for-postgres", fullname + "-postgresql:5432"}},
+				[]string{"--wait-for-postgres", fullname + "-postgresql:5432", "--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0"}},
 			{"a hook Job with the embedded database owns itself to the records; the database is up (and when it is not, the upgrade must fail)", "", true,
-				[]string{"--own-job"}},
-			{"a hook Job with an external database owns itself to the records", externalDB, true, []string{"--own-job"}},
-			{"a plain Job with an external database", externalDB + "\nmigration: {mode: job, keepRecords: 7}", false, nil},
+				[]string{"--own-job", "--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0"}},
+			{"a hook Job with an external database owns itself to the records", externalDB, true, []string{"--own-job", "--database-url-env", "PREMIGRATE_DATABASE_URL"}},
+			{"a plain Job with an external database", externalDB + "\nmigration: {mode: job, keepRecords: 7}", false, []string{"--database-url-env", "PREMIGRATE_DATABASE_URL"}},
 		} {
 			values := "migration: {keepRecords: 7}\ngate: {image: {tag: dev}}\n" + tc.values
 			if strings.Contains(tc.values, "migration:") {
@@ -259,6 +259,9 @@ migration:
 			if upgrade { // a hook Job: it makes the records ConfigMap its owner
 				want = append(want, rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{job.Name}, Verbs: []string{"patch"}})
 			}
+			// the claim of the embedded database, whose UID names the database the records are bound to
+			want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
+				ResourceNames: []string{"data-" + fullname + "-postgresql-0"}, Verbs: []string{"get"}})
 			if !reflect.DeepEqual(role.Rules, want) {
 				t.Errorf("upgrade=%v: rules\n%+v, want\n%+v", upgrade, role.Rules, want)
 			}

@@ -70,6 +70,10 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $_ = set $c "failFastExitCodes" (ternary (list 3) $v.failFastExitCodes (kindIs "invalid" $v.failFastExitCodes)) -}}
 {{- $_ = set $c "keepRecords" (ternary 20 $v.keepRecords (kindIs "invalid" $v.keepRecords)) -}}
 {{- $_ = set $c "waitForPostgres" ($v.waitForPostgres | default "") -}}
+{{- /* the database the records are bound to: the object that holds its data (its UID) and the Secret key of its
+URL (a hash of it). Not part of the identity: binding the records changes what they mean, not the migration. */ -}}
+{{- $db := $v.database | default dict -}}
+{{- $_ = set $c "database" (dict "object" ($db.object | default "") "urlSecretName" ($db.urlSecretName | default "") "urlSecretKey" ($db.urlSecretKey | default "")) -}}
 {{- /* the migration pod */ -}}
 {{- $pod := $v.pod | default dict -}}
 {{- $p := dict -}}
@@ -194,6 +198,14 @@ Checks of the values. Argument: the resolved configuration.
 {{- end -}}
 {{- if and .enabled (eq .gate.mode "watch") (has .gate.serviceAccountName (list "" "default")) -}}
 {{- fail "premigrate-lib: gate.serviceAccountName must name the app pods' own ServiceAccount (not empty, not default): the gate reads the migration Job and records with its token, and the chart will not grant the namespace's default ServiceAccount, which every other pod uses, that access" -}}
+{{- end -}}
+{{- with .database.object -}}
+{{- if not (regexMatch "^(pod|persistentvolumeclaim)/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" .) -}}
+{{- fail (printf "premigrate-lib: database.object %q must be pod/NAME or persistentvolumeclaim/NAME: the object in the release's namespace that holds the database's data, whose UID names the database the records are bound to" .) -}}
+{{- end -}}
+{{- end -}}
+{{- if ne (empty .database.urlSecretName) (empty .database.urlSecretKey) -}}
+{{- fail (printf "premigrate-lib: database.urlSecretName (%q) and database.urlSecretKey (%q) go together: the key of the database URL in that Secret, whose hash names the database the records are bound to" .database.urlSecretName .database.urlSecretKey) -}}
 {{- end -}}
 {{- range .pod.sidecars -}}
 {{- if ne (toString .restartPolicy) "Always" -}}

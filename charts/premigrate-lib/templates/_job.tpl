@@ -139,6 +139,9 @@ spec:
             - --wait-for-postgres
             - {{ $c.waitForPostgres | quote }}
             {{- end }}
+            {{- range include "premigrate-lib.databaseArgs" $c | fromJsonArray }}
+            - {{ . | quote }}
+            {{- end }}
             - --
             {{- toYaml $c.command | nindent 12 }}
           {{- with $c.args }}
@@ -151,6 +154,9 @@ spec:
             {{- end }}
             - name: PREMIGRATE_IDENTITY
               value: {{ $c.identity | quote }}
+            {{- with include "premigrate-lib.databaseEnv" $c }}
+            {{- . | nindent 12 }}
+            {{- end }}
             - name: JOB_NAME
               valueFrom:
                 fieldRef:

@@ -49,7 +49,8 @@ automountServiceAccountToken: false
 
 {{/*
 The migration's Role: read and write its records ConfigMap only; create a ConfigMap (when the records are
-missing); in hook mode, patch its own Job (to make the records ConfigMap its owner).
+missing); in hook mode, patch its own Job (to make the records ConfigMap its owner); get the object that holds
+the database's data (database.object), by name.
 */}}
 {{- define "premigrate-lib.migrationRole" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
@@ -96,6 +97,18 @@ rules:
     verbs:
       - patch
   {{- end }}
+  {{- with $c.database.object }}
+  {{- /* the object that holds the database's data, by name: its UID names the database the records are
+  bound to */}}
+  - apiGroups:
+      - ""
+    resources:
+      - {{ printf "%ss" (regexReplaceAll "/.*$" . "") }}
+    resourceNames:
+      - {{ regexReplaceAll "^[^/]*/" . "" }}
+    verbs:
+      - get
+  {{- end }}
 {{- end }}
 {{- end }}
 
@@ -124,7 +137,8 @@ subjects:
 {{- end }}
 
 {{/*
-The gate's Role: get, list and watch the migration Job and the records ConfigMap, by name.
+The gate's Role: get, list and watch the migration Job and the records ConfigMap, by name; get the object that
+holds the database's data (database.object), by name.
 */}}
 {{- define "premigrate-lib.gateRole" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
@@ -160,6 +174,18 @@ rules:
       - get
       - list
       - watch
+  {{- with $c.database.object }}
+  {{- /* the object that holds the database's data, by name: its UID names the database the records are
+  bound to */}}
+  - apiGroups:
+      - ""
+    resources:
+      - {{ printf "%ss" (regexReplaceAll "/.*$" . "") }}
+    resourceNames:
+      - {{ regexReplaceAll "^[^/]*/" . "" }}
+    verbs:
+      - get
+  {{- end }}
 {{- end }}
 {{- end }}
 

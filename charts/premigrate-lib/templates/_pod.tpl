@@ -40,6 +40,40 @@ premigrate.io/identity: {{ $c.identity | quote }}
   valueFrom:
     fieldRef:
       fieldPath: metadata.annotations['premigrate.io/identity']
+{{- if and $c.gateEnabled (eq $c.gate.waitIn "app") }}
+{{- with include "premigrate-lib.databaseEnv" $c }}
+{{ . }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The gate's flags that name the database the records are bound to (gate wait, gate run). Argument: the config.
+A list of strings.
+*/}}
+{{- define "premigrate-lib.databaseArgs" -}}
+{{- $args := list -}}
+{{- with .database.object -}}
+{{- $args = concat $args (list "--database-object" .) -}}
+{{- end -}}
+{{- if .database.urlSecretName -}}
+{{- $args = concat $args (list "--database-url-env" "PREMIGRATE_DATABASE_URL") -}}
+{{- end -}}
+{{- toJson $args -}}
+{{- end }}
+
+{{/*
+The environment variable the gate hashes to name an external database (database.urlSecretName): list items,
+nothing when the records are not bound to a URL. Argument: the config.
+*/}}
+{{- define "premigrate-lib.databaseEnv" -}}
+{{- if .database.urlSecretName -}}
+- name: PREMIGRATE_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ .database.urlSecretName }}
+      key: {{ .database.urlSecretKey }}
 {{- end -}}
 {{- end }}
 
@@ -91,11 +125,17 @@ premigrate-lib.gateVolume (the app's containers get none). A list item.
     - {{ $c.gate.timeout | quote }}
     - --progress-interval
     - {{ $c.gate.progressInterval | quote }}
+    {{- range include "premigrate-lib.databaseArgs" $c | fromJsonArray }}
+    - {{ . | quote }}
+    {{- end }}
   env:
     - name: POD_NAMESPACE
       valueFrom:
         fieldRef:
           fieldPath: metadata.namespace
+    {{- with include "premigrate-lib.databaseEnv" $c }}
+    {{- . | nindent 4 }}
+    {{- end }}
   volumeMounts:
     - name: premigrate-gate-token
       mountPath: /var/run/secrets/kubernetes.io/serviceaccount
@@ -180,7 +220,7 @@ gate.waitIn app, because the chart cannot read an image's entrypoint). A YAML li
 {{- if not .command -}}
 {{- fail "premigrate-lib: gate.waitIn app needs the app container's command (e.g. [/app/server]): the gate runs it once the migration succeeded, and the chart cannot read the image's entrypoint" -}}
 {{- end -}}
-{{- $gate := list "/premigrate/gate" "wait" "--identity" $c.identity "--records" $c.recordsName "--job" $c.jobName "--timeout" $c.gate.timeout "--progress-interval" $c.gate.progressInterval "--token-dir" "/var/run/secrets/premigrate.io/gate" "--" -}}
+{{- $gate := concat (list "/premigrate/gate" "wait" "--identity" $c.identity "--records" $c.recordsName "--job" $c.jobName "--timeout" $c.gate.timeout "--progress-interval" $c.gate.progressInterval "--token-dir" "/var/run/secrets/premigrate.io/gate") (include "premigrate-lib.databaseArgs" $c | fromJsonArray) (list "--") -}}
 {{- toYaml (concat $gate .command) -}}
 {{- else if .command -}}
 {{- toYaml .command -}}

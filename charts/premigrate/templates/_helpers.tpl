@@ -202,7 +202,20 @@ labels and volumes where migration.* leaves them null. Usage:
   "progressInterval" $V.gate.progressInterval
   "resources" $V.gate.resources
   "serviceAccountName" (include "premigrate.serviceAccountName" $root) -}}
+{{- /* the database the records are bound to: the embedded PostgreSQL's claim (or its pod, whose emptyDir holds
+the data without persistence), or the external database's URL */ -}}
+{{- $db := dict -}}
+{{- if ternary true $m.bindRecordsToDatabase (kindIs "invalid" $m.bindRecordsToDatabase) -}}
+{{- if $V.postgresql.enabled -}}
+{{- $pg := include "premigrate.postgresqlName" $root -}}
+{{- $_ := set $db "object" (ternary (printf "persistentvolumeclaim/data-%s-0" $pg) (printf "pod/%s-0" $pg) (and $V.postgresql.persistence $V.postgresql.persistence.enabled | default false)) -}}
+{{- else if $V.database.existingSecret -}}
+{{- $_ := set $db "urlSecretName" $V.database.existingSecret -}}
+{{- $_ := set $db "urlSecretKey" $V.database.existingSecretKey -}}
+{{- end -}}
+{{- end -}}
 {{- $values := dict
+  "database" $db
   "enabled" $m.enabled
   "mode" $m.mode
   "image" $image
