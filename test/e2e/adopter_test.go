@@ -88,6 +88,7 @@ type ledger struct {
 	ns   string
 	name string
 	helm string
+	db   string // the database psql reads: "ledger" unless a scenario points the app elsewhere
 }
 
 func newLedger(t *testing.T, helmBin string) *ledger {
@@ -97,7 +98,7 @@ func newLedger(t *testing.T, helmBin string) *ledger {
 		t.Fatalf("creating the ledger's database: %v\n%s", err, out)
 	}
 	mustRun(t, env.kubectl, "wait", "-n", ns, "--for=condition=Ready", "pod/ledger-db", "--timeout=3m")
-	return &ledger{t: t, ns: ns, name: "books", helm: helmBin}
+	return &ledger{t: t, ns: ns, name: "books", helm: helmBin, db: "ledger"}
 }
 
 // deploy runs helm upgrade --install of the example chart with values and returns helm's output and error.
@@ -117,7 +118,7 @@ func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 
 func (l *ledger) psql(query string) string {
 	l.t.Helper()
-	out, err := runStdout(env.kubectl, "exec", "-n", l.ns, "ledger-db", "--", "psql", "-U", "ledger", "-d", "ledger", "-Atc", query)
+	out, err := runStdout(env.kubectl, "exec", "-n", l.ns, "ledger-db", "--", "psql", "-U", "ledger", "-d", l.db, "-Atc", query)
 	if err != nil {
 		l.t.Fatal(err)
 	}

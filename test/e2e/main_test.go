@@ -36,7 +36,8 @@ var env struct {
 
 // The scenarios of witness_*_test.go run one after the other, before the parallel phase: run in parallel, they
 // shared the two cores with the upgrades under load, whose requests then timed out (7430 of 28681 failed in a
-// fresh-clone run of 2026-12-01, where the upgrades started 27 min into the cluster tests).
+// fresh-clone run of 2026-12-01, where the upgrades started 27 min into the cluster tests). The upgrades under
+// load run before the parallel phase too, Helm 3 and Helm 4 side by side and nothing else (upgrades_test.go).
 
 // helperTests are the tests that record no scenario: the report does not list them, and go test's own exit
 // code, which the verdict takes in, covers them. Every other test must call scenario() (verdict.CheckTests).

@@ -53,8 +53,11 @@ func upgradeCount() int {
 	return len(upgradeSteps)
 }
 
+// The upgrades under load run on their own, before the parallel phase (no t.Parallel at the top): their load
+// counts every failed request, and beside Argo CD, Flux and the adopter on two cores the requests timed out for
+// want of CPU (5391 of 22726 failed in CI on 2026-12-01, the database's pod unready for minutes), which says
+// nothing about the schema.
 func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchema(t *testing.T) {
-	t.Parallel() // beside the other long scenarios (Flux, Argo CD, the adopter)
 	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load

@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The embedded PostgreSQL without persistence keeps its data in its pod's emptyDir: when the pod is made again
+// (a drain, an eviction, a node lost) the database restarts empty under the release, and the records still say
+// every identity was migrated. Bound to the database (the pod's UID), a record of the old pod is no evidence:
+// app pods that start afterwards wait, naming the reason, and the next `helm upgrade` with the same values runs
+// the migration again on the new database. The control is the same steps with the binding switched off: the
+// witness (the app's own row in the new database) must see a pod start on the empty schema.
+func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigratesIt(t *testing.T) {
+	for _, c := range []struct {
+		name, scenario string
+		bound          bool
+	}{
+		{name: "records bound to the database", scenario: "database-reset-embedded", bound: true},
+		{name: "records not bound: the control", scenario: "database-reset-embedded-control", bound: false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // the two side by side, in the sequential phase
+			res := scenario(t, c.scenario, env.helm3)
+			ctx := context.Background()
+			ns := newNamespace(t, "dbreset", restricted)
+			r := newRelease(t, ns, "app", env.helm3)
+			values := merged(baseValues(), map[string]any{
+				"replicaCount": 1,
+				"postgresql":   map[string]any{"persistence": map[string]any{"enabled": false}},
+				"migration":    map[string]any{"bindRecordsToDatabase": c.bound},
+			})
+			r.mustDeploy(values)
+			v2 := merged(values, map[string]any{"image": map[string]any{"tag": "v2"}})
+			r.mustDeploy(v2) // the pre-upgrade hook migrates to v2
+			id := r.appIdentity(ctx)
+			r.assertWitness(ctx, id)
+
+			start := time.Now()
+			r.restartDatabaseEmpty(ctx)
+			mustRun(t, env.kubectl, "rollout", "restart", "-n", ns, "deployment/"+r.fullname())
+			// an app process on the new database writes its row there (the app creates the witness's table itself)
+			early := fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and schema_seen < app_version", id)
+			if !c.bound {
+				waitUntil(t, "the witness to see an app process start on the empty database", 3*time.Minute, func(context.Context) (bool, error) {
+					return r.countIfTable("demo_pod_starts", early) > 0, nil
+				})
+				n := r.countIfTable("demo_pod_starts", early)
+				res.Numbers["violationsCaught"] = float64(n)
+				t.Logf("caught, as it must be: %d app processes of %s started on the empty database (schema older than their version)", n, id)
+				return
+			}
+
+			// the new pod waits, and its gate says why
+			var held corev1.Pod
+			waitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				for _, p := range r.appPods(ctx, id) {
+					if p.CreationTimestamp.Time.Before(start) {
+						continue
+					}
+					logs, err := runStdout(env.kubectl, "logs", "-n", ns, p.Name, "-c", "wait-for-migration")
+					if err == nil && strings.Contains(logs, "the database changed since identity "+id+" was recorded") {
+						held = p
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if _, started := appStart(held); started {
+				t.Errorf("pod %s started its app on the empty database", held.Name)
+			}
+			if n := r.countIfTable("demo_pod_starts", fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
+				t.Errorf("the witness has %d app processes of %s on the new database before its migration ran there", n, id)
+			}
+			// the next upgrade with the same values migrates the new database, and the pod starts
+			_, d := r.mustDeploy(v2)
+			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds(), d.Seconds())
+			if got := r.psqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", id)); got != 1 {
+				t.Errorf("identity %s migrated the new database %d times, want once", id, got)
+			}
+			if v := r.psqlInt("select coalesce(max(version), 0) from schema_migrations"); v != 2 {
+				t.Errorf("the new database's schema is at version %d after the upgrade, want 2", v)
+			}
+			r.onlyCurrentPods(ctx, id, 1)
+			r.assertWitness(ctx, id)
+		})
+	}
+}
+
+// restartDatabaseEmpty deletes the embedded PostgreSQL's pod (its data is in the pod's emptyDir) and waits
+// until the StatefulSet made it again, ready and empty.
+func (r *release) restartDatabaseEmpty(ctx context.Context) {
+	r.t.Helper()
+	name := r.fullname() + "-postgresql-0"
+	pods := env.client.CoreV1().Pods(r.ns)
+	old, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		r.t.Fatalf("the database pod: %v", err)
+	}
+	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		r.t.Fatalf("deleting the database pod: %v", err)
+	}
+	waitUntil(r.t, "the database pod to be made again and ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && p.UID == types.UID(old.UID)) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if n := r.psqlInt("select count(*) from information_schema.tables where table_name = 'schema_migrations'"); n != 0 {
+		r.t.Fatalf("the database pod was made again but its database is not empty")
+	}
+}
+
+// countIfTable runs a count query, or answers 0 while table does not exist (a new, empty database).
+func (r *release) countIfTable(table, query string) int {
+	r.t.Helper()
+	if r.psqlInt(fmt.Sprintf("select count(*) from information_schema.tables where table_name = '%s'", table)) == 0 {
+		return 0
+	}
+	return r.psqlInt(query)
+}
+
+// onlyCurrentPods waits until the pods of identity id are exactly n, none terminating: the witness then checks
+// the pods that serve, not one on its way out.
+func (r *release) onlyCurrentPods(ctx context.Context, id string, n int) {
+	r.t.Helper()
+	waitUntil(r.t, fmt.Sprintf("%d pods of identity %s, none terminating", n, id), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods := r.appPods(ctx, id)
+		for _, p := range pods {
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+		}
+		return len(pods) == n, nil
+	})
+}
+
+// An external database's URL in the Secret the chart reads is pointed at a fresh database (a new server, a
+// restored copy under another name, a mistake): the records, bound to a hash of that URL, no longer describe
+// the database the app pods will use. Restarted pods wait, naming the reason, and the next upgrade with the same
+// values migrates the fresh database; the app's own evidence (ledger_schema, ledger_pod_starts, written by the
+// ledger in the fresh database) shows no start before its schema. The example chart binds its records to the
+// URL through the library's database.urlSecretName; the embedded scenario above is the control of the rule.
+func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMigratesIt(t *testing.T) {
+	res := scenario(t, "database-replaced-external", env.helm4)
+	l := newLedger(t, env.helm4)
+	values := map[string]any{"schemaVersion": 2}
+	if out, err := l.deploy(values, true); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	l.assertSchema(2, 2)
+	l.psql("CREATE DATABASE fresh OWNER ledger")
+	mustRun(t, env.kubectl, "patch", "secret", "ledger-db", "-n", l.ns, "--type", "merge",
+		"-p", `{"stringData":{"url":"postgres://ledger:ledger-pw@ledger-db:5432/fresh?sslmode=disable"}}`)
+	start := time.Now()
+	deployment := l.name + "-ledger"
+	mustRun(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+deployment)
+	waitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := env.client.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=server"})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.CreationTimestamp.Time.Before(start) {
+				continue
+			}
+			logs, err := runStdout(env.kubectl, "logs", "-n", l.ns, p.Name, "-c", "wait-for-migration")
+			if err == nil && strings.Contains(logs, "the database changed since identity") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	l.db = "fresh"
+	if n := l.psqlInt("select count(*) from information_schema.tables where table_name = 'ledger_pod_starts'"); n != 0 {
+		if starts := l.psqlInt("select count(*) from ledger_pod_starts"); starts != 0 {
+			t.Errorf("%d app processes reached the fresh database before its migration ran there", starts)
+		}
+	}
+	if out, err := l.deploy(values, true); err != nil {
+		t.Fatalf("the upgrade with the same values: %v\n%s", err, out)
+	}
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	l.assertSchema(2, 2)
+}
