@@ -96,9 +96,14 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	if r.database.Bound() {
 		// the database the record will name must be the one the command migrated
 		now, err := dbid.Resolve(ctx, r.spec, r.clients.objectGetter(r.ns))
-		if err != nil || now.Value != r.database.Value {
-			err := fmt.Errorf("the database changed while migration %s ran (it was %s; now %v, %v): not recording it; the next run repeats it",
-				r.o.identity, r.database.Value, now, err)
+		switch {
+		case err != nil:
+			err = fmt.Errorf("naming the database again after migration %s ran: not recording it; the next run repeats it: %w", r.o.identity, err)
+			log.Error(err.Error())
+			return cli.Exit(exitFailed, err)
+		case now.Value != r.database.Value:
+			err := fmt.Errorf("the database changed while migration %s ran (it was %s, it is now %s): not recording it; the next run repeats it",
+				r.o.identity, r.database.Value, now.Value)
 			log.Error(err.Error())
 			return cli.Exit(exitFailed, err)
 		}

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // The embedded PostgreSQL without persistence keeps its data in its pod's emptyDir: when the pod is made again
@@ -63,7 +62,7 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 			var held corev1.Pod
 			waitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
 				for _, p := range r.appPods(ctx, id) {
-					if p.CreationTimestamp.Time.Before(start) {
+					if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 						continue
 					}
 					logs, err := runStdout(env.kubectl, "logs", "-n", ns, p.Name, "-c", "wait-for-migration")
@@ -110,7 +109,7 @@ func (r *release) restartDatabaseEmpty(ctx context.Context) {
 	}
 	waitUntil(r.t, "the database pod to be made again and ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || (err == nil && p.UID == types.UID(old.UID)) {
+		if apierrors.IsNotFound(err) || (err == nil && p.UID == old.UID) {
 			return false, nil
 		}
 		if err != nil {
@@ -178,7 +177,7 @@ func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMig
 			return false, err
 		}
 		for _, p := range pods.Items {
-			if p.CreationTimestamp.Time.Before(start) {
+			if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 				continue
 			}
 			logs, err := runStdout(env.kubectl, "logs", "-n", l.ns, p.Name, "-c", "wait-for-migration")
