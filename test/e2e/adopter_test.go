@@ -170,7 +170,7 @@ func seq(n int) string {
 // times, with Helm 3 and 4, a TTL on the Jobs and a long first migration: every upgrade succeeds without an
 // immutable field, and the database saw no app start before its schema.
 func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
-	t.Parallel() // beside the other long scenarios (Flux, Argo CD, the upgrades under load)
+	t.Parallel() // in the parallel phase, with Flux, Argo CD and the gate in the app container
 	for _, helmBin := range []string{env.helm3, env.helm4} {
 		t.Run(toolName(helmBin), func(t *testing.T) {
 			res := scenario(t, "adopter-"+toolName(helmBin), helmBin)
