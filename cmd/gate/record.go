@@ -5,9 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/dbid"
@@ -20,6 +24,7 @@ type recordOptions struct {
 	db       databaseFlags
 	identity string
 	records  string
+	store    string
 	job      string
 	keep     int
 	waitCM   time.Duration
@@ -29,6 +34,11 @@ type recordOptions struct {
 func (o *recordOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.identity, "identity", "", "migration identity that succeeded: the key to write (required)")
 	fs.StringVar(&o.records, "records", "", "name of the records ConfigMap (required)")
+	fs.StringVar(&o.store, "store", "",
+		"name of the ConfigMap that keeps the records, outside the Helm release so that no apply strategy (helm --force, a replace) wipes them: "+
+			"created when missing, owned by the object of --database-object (the records live as long as the data they describe), "+
+			"by nothing when only --database-url-env names the database, else by the --records ConfigMap; it starts with the records kept there "+
+			"before (empty: the records are kept in --records itself)")
 	fs.StringVar(&o.job, "job", "", "name of the migration Job, stored with the record (required)")
 	fs.IntVar(&o.keep, "keep", 20, "keep only the newest N records, by completion time; 0 keeps all")
 	fs.DurationVar(&o.waitCM, "wait-for-configmap", 2*time.Minute,
@@ -48,6 +58,14 @@ type recorder struct {
 	spec    dbid.Spec        // how to name the database
 	// database is the database the migration runs on, once resolved (resolve); the record names it
 	database dbid.ID
+}
+
+// recordsAt is where the records are kept: --store when set, else --records.
+func (r *recorder) recordsAt() string {
+	if r.o.store != "" {
+		return r.o.store
+	}
+	return r.o.records
 }
 
 // prepare checks the flags and builds the client.
@@ -104,12 +122,60 @@ func (r *recorder) ensure(ctx context.Context) (*corev1.ConfigMap, bool, error) 
 	return record.Ensure(ctx, r.clients.configMaps(r.ns), r.o.records, r.meta)
 }
 
+// read returns the records: the data of --store when it exists, else that of the --records ConfigMap (anchor,
+// nil when it does not exist), and the name of the ConfigMap they were read from.
+func (r *recorder) read(ctx context.Context, anchor *corev1.ConfigMap) (map[string]string, string, error) {
+	if r.o.store != "" {
+		cm, err := r.clients.configMaps(r.ns).Get(ctx, r.o.store, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			return cm.Data, r.o.store, nil
+		case !apierrors.IsNotFound(err):
+			return nil, "", fmt.Errorf("get ConfigMap %s: %w", r.o.store, err)
+		}
+	}
+	if anchor == nil {
+		return nil, r.o.records, nil
+	}
+	return anchor.Data, r.o.records, nil
+}
+
+// storeOptions completes o for writing to --store: the store is created when missing, with the chart's labels
+// (Helm's ownership left out: Helm must never adopt it), owned by the object that holds the database's data,
+// by the --records ConfigMap when the records are bound to no database, by nothing when only a URL names it;
+// it starts with the records kept in the --records ConfigMap.
+func (r *recorder) storeOptions(ctx context.Context, o *record.Options) error {
+	meta := &record.Metadata{Labels: map[string]string{}}
+	if r.meta != nil {
+		maps.Copy(meta.Labels, r.meta.Labels)
+	}
+	meta.Labels["app.kubernetes.io/managed-by"] = record.FieldManager
+	o.Create = meta
+	anchor, err := r.clients.configMaps(r.ns).Get(ctx, r.o.records, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		anchor = nil
+	case err != nil:
+		return fmt.Errorf("get ConfigMap %s: %w", r.o.records, err)
+	}
+	if anchor != nil {
+		o.Seed = anchor.Data
+	}
+	switch h := r.database.Holder; {
+	case h != nil:
+		o.Owner = &metav1.OwnerReference{APIVersion: h.APIVersion, Kind: h.Kind, Name: h.Name, UID: types.UID(h.UID)}
+	case !r.database.Bound() && anchor != nil:
+		o.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: anchor.Name, UID: anchor.UID}
+	}
+	return nil
+}
+
 // write records the identity.
 func (r *recorder) write(ctx context.Context, e *env) error {
 	log := e.logger()
-	err := record.Write(ctx, r.clients.configMaps(r.ns), record.Options{
+	o := record.Options{
 		Namespace:        r.ns,
-		ConfigMap:        r.o.records,
+		ConfigMap:        r.recordsAt(),
 		Identity:         r.o.identity,
 		Job:              r.o.job,
 		Database:         r.database.Value,
@@ -117,7 +183,14 @@ func (r *recorder) write(ctx context.Context, e *env) error {
 		WaitForConfigMap: r.o.waitCM,
 		Create:           r.meta,
 		Logf:             cli.Logf(log),
-	})
+	}
+	var err error
+	if r.o.store != "" {
+		err = r.storeOptions(ctx, &o)
+	}
+	if err == nil {
+		err = record.Write(ctx, r.clients.configMaps(r.ns), o)
+	}
 	if err != nil {
 		log.Error(err.Error())
 		if ctx.Err() != nil {

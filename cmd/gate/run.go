@@ -121,10 +121,15 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Log
 	var (
 		cm      *corev1.ConfigMap
 		created bool
+		data    map[string]string
+		from    string
 		err     error
 	)
 	for delay := 500 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 		cm, created, err = r.ensure(ctx)
+		if err == nil {
+			data, from, err = r.read(ctx, cm)
+		}
 		if err == nil {
 			break
 		}
@@ -142,24 +147,24 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Log
 		case <-time.After(delay):
 		}
 	}
-	if cm == nil {
-		logf("ConfigMap %s/%s does not exist yet: identity %s is not recorded", r.ns, r.o.records, r.o.identity)
-		return false, nil
-	}
 	if created {
 		logf("created ConfigMap %s/%s for the migration records", r.ns, r.o.records)
 	}
-	if ownJob {
+	if ownJob && cm != nil {
 		if err := record.OwnJob(ctx, r.clients.jobs(r.ns), r.o.job, cm); err != nil {
 			log.Warn(fmt.Sprintf("warning: %v: the Job will outlive the release", err))
 		}
 	}
-	entry, found, decodeErr := record.Lookup(cm.Data, r.o.identity)
-	if !found && record.WasPruned(cm.Data, r.o.identity) {
+	if data == nil {
+		logf("ConfigMap %s/%s holds no records yet: identity %s is not recorded", r.ns, r.recordsAt(), r.o.identity)
+		return false, nil
+	}
+	entry, found, decodeErr := record.Lookup(data, r.o.identity)
+	if !found && record.WasPruned(data, r.o.identity) {
 		err := fmt.Errorf("migration %s ran on this database, but its record was pruned from ConfigMap %s/%s, which keeps the newest %d "+
 			"(--keep, migration.keepRecords): not running it again, since a rollback or revert this far back would run an older migration "+
 			"against a newer schema; raise migration.keepRecords, or, to run it anyway, remove %s from the %q key of that ConfigMap",
-			r.o.identity, r.ns, r.o.records, r.o.keep, r.o.identity, record.PrunedKey)
+			r.o.identity, r.ns, from, r.o.keep, r.o.identity, record.PrunedKey)
 		log.Error(err.Error())
 		return true, cli.Exit(exitRefused, err)
 	}
@@ -169,7 +174,7 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Log
 	if decodeErr == nil {
 		if ok, why := r.database.Describes(entry.Database, entry.CompletedAt); !ok {
 			logf("migration %s is recorded in ConfigMap %s/%s, but not on this database: the database changed since (%s): "+
-				"running it again on database %s", r.o.identity, r.ns, r.o.records, why, r.database.Value)
+				"running it again on database %s", r.o.identity, r.ns, from, why, r.database.Value)
 			return false, nil
 		}
 	}
@@ -178,7 +183,7 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Log
 		when = fmt.Sprintf("at %s by Job %s", entry.CompletedAt.Format(time.RFC3339), entry.Job)
 	}
 	logf("migration %s is already recorded in ConfigMap %s/%s (completed %s): not running it again "+
-		"(a rollback, a revert, or a Job re-created after its TTL); nothing to do", r.o.identity, r.ns, r.o.records, when)
+		"(a rollback, a revert, or a Job re-created after its TTL); nothing to do", r.o.identity, r.ns, from, when)
 	return true, nil
 }
 

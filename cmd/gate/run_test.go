@@ -290,3 +290,88 @@ func TestRunWaitsForTheDatabasesObjectAndFailsClearlyWhenItNeverComes(t *testing
 		t.Errorf("stderr does not name the missing object:\n%s", &h.stderr)
 	}
 }
+
+func TestRunKeepsTheRecordsInAStoreOwnedByTheDatabaseThatAWipedReleaseConfigMapDoesNotTouch(t *testing.T) {
+	created := time.Date(2026, 1, 2, 4, 0, 0, 0, time.UTC)
+	const store = "shop-app-migration-records"
+	recorded := `{"completedAt":"2026-01-02T05:00:00.000Z","job":"j","database":"pod/shop-db-0@now"}`
+	storeWith := func(data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: store, Namespace: "shop"}, Data: data}
+	}
+	anchorWith := func(data map[string]string) *corev1.ConfigMap {
+		cm := recordsConfigMap()
+		cm.UID = "anchor-uid"
+		cm.Data = data
+		return cm
+	}
+	tests := []struct {
+		name    string
+		objects []runtime.Object
+		runs    bool
+		args    []string
+		owner   string // the kind of the store's owner after the run; "" none
+	}{
+		{name: "a record in the store beside a wiped release ConfigMap (helm --force): nothing runs",
+			objects: []runtime.Object{anchorWith(nil), storeWith(map[string]string{identity: recorded})}},
+		{name: "a record left in the release ConfigMap while no store exists (an upgrade from 0.4.0): nothing runs",
+			objects: []runtime.Object{anchorWith(map[string]string{identity: recorded})}},
+		{name: "no record: runs, and creates the store owned by the database's pod, with the earlier records",
+			objects: []runtime.Object{anchorWith(map[string]string{"0lder1dent1ty": recorded})}, runs: true, owner: "Pod"},
+		{name: "no record, bound to a URL only: the store has no owner (it outlives the release, as the database does)",
+			objects: []runtime.Object{anchorWith(map[string]string{"0lder1dent1ty": recorded})}, runs: true,
+			args: []string{"--database-url-env", "DATABASE_URL"}},
+		{name: "no record, bound to no database: the store is owned by the release's ConfigMap",
+			objects: []runtime.Object{anchorWith(map[string]string{"0lder1dent1ty": recorded})}, runs: true, args: []string{}, owner: "ConfigMap"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(append(tt.objects, databasePod("now", created))...)
+			h.env.getenv = func(k string) string {
+				return map[string]string{"POD_NAMESPACE": "shop", "DATABASE_URL": "postgres://db/shop"}[k]
+			}
+			marker := filepath.Join(t.TempDir(), "ran")
+			db := []string{"--database-object", "pod/shop-db-0"}
+			if tt.args != nil {
+				db = tt.args
+			}
+			args := runArgs(append(append([]string{"--store", store}, db...), "--", "/bin/sh", "-c", "touch "+marker)...)
+			if got := h.run(args...); got != exitOK {
+				t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
+			}
+			_, err := os.Stat(marker)
+			if ran := err == nil; ran != tt.runs {
+				t.Fatalf("the migration ran = %v, want %v; stderr:\n%s", ran, tt.runs, &h.stderr)
+			}
+			if !tt.runs {
+				return
+			}
+			got, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), store, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("the store was not created: %v; stderr:\n%s", err, &h.stderr)
+			}
+			if _, ok := got.Data[identity]; !ok {
+				t.Errorf("the store does not record %s: %v", identity, got.Data)
+			}
+			if _, ok := got.Data["0lder1dent1ty"]; !ok {
+				t.Errorf("the store did not carry the earlier record: %v", got.Data)
+			}
+			kind := ""
+			if len(got.OwnerReferences) == 1 {
+				kind = got.OwnerReferences[0].Kind
+			}
+			if len(got.OwnerReferences) > 1 || kind != tt.owner {
+				t.Errorf("the store's owners = %+v, want one of kind %q", got.OwnerReferences, tt.owner)
+			}
+			if got.Labels["app.kubernetes.io/managed-by"] == "Helm" || got.Annotations["meta.helm.sh/release-name"] != "" {
+				t.Errorf("the store carries Helm's ownership (Helm would adopt it): %v %v", got.Labels, got.Annotations)
+			}
+			anchor, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := anchor.Data[identity]; ok {
+				t.Errorf("the record was written into the release's ConfigMap too: %v", anchor.Data)
+			}
+		})
+	}
+}

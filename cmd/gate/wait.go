@@ -20,6 +20,7 @@ type waitOptions struct {
 	db       databaseFlags
 	identity string
 	records  string
+	store    string
 	job      string
 	timeout  time.Duration
 	progress time.Duration
@@ -30,6 +31,8 @@ type waitOptions struct {
 func (o *waitOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.identity, "identity", "", "migration identity to wait for: a key of the records ConfigMap (required)")
 	fs.StringVar(&o.records, "records", "", "name of the records ConfigMap written by gate record (required)")
+	fs.StringVar(&o.store, "store", "",
+		"name of the ConfigMap that keeps the records outside the Helm release (gate run --store): once it exists its records count, those of --records until then")
 	fs.StringVar(&o.job, "job", "", "exact name of the migration Job of this identity (required): only that Job's Complete condition counts, never another Job's")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long with exit code 3; 0 waits forever")
 	fs.DurationVar(&o.progress, "progress-interval", 10*time.Second, "period of the progress lines")
@@ -78,6 +81,7 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 		Namespace:        ns,
 		Identity:         o.identity,
 		Records:          o.records,
+		Store:            o.store,
 		Job:              o.job,
 		Database:         database,
 		Timeout:          o.timeout,

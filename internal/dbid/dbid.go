@@ -29,6 +29,9 @@ const (
 	KindPersistentVolumeClaim = "persistentvolumeclaim"
 )
 
+// apiKinds are the kinds' names in the API (an owner reference's kind).
+var apiKinds = map[string]string{KindPod: "Pod", KindPersistentVolumeClaim: "PersistentVolumeClaim"}
+
 // ID is the database as the gate sees it now. The zero ID is unbound: records are not checked against it.
 type ID struct {
 	// Value is what a record stores: "pod/NAME@UID", "persistentvolumeclaim/NAME@UID", "url:HASH", or
@@ -37,6 +40,14 @@ type ID struct {
 	// Since is when the object that holds the data was created (the API server's clock); zero when the ID
 	// names no object. Evidence older than Since (a Job that completed before it) cannot be about this database.
 	Since time.Time
+	// Holder is the object that holds the data, when the ID names one: the records of this database are owned
+	// by it, so they live exactly as long as the data they describe.
+	Holder *Holder
+}
+
+// Holder is a data-holding object as an owner reference needs it.
+type Holder struct {
+	APIVersion, Kind, Name, UID string
 }
 
 // Bound reports whether the ID names a database.
@@ -103,6 +114,7 @@ func Resolve(ctx context.Context, spec Spec, get Getter) (ID, error) {
 		}
 		parts = append(parts, fmt.Sprintf("%s/%s@%s", kind, name, obj.UID))
 		id.Since = obj.Created
+		id.Holder = &Holder{APIVersion: "v1", Kind: apiKinds[kind], Name: name, UID: obj.UID}
 	}
 	if spec.URL != "" {
 		parts = append(parts, HashURL(spec.URL))

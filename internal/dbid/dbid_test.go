@@ -26,17 +26,21 @@ func TestResolveNamesTheObjectByUIDAndTheURLByItsHashOnly(t *testing.T) {
 		"persistentvolumeclaim/data": {UID: "u2", Created: created.Add(time.Hour)},
 	})
 	cases := []struct {
-		name      string
-		spec      Spec
-		want      string
-		wantSince time.Time
-		wantErr   string
+		name       string
+		spec       Spec
+		want       string
+		wantSince  time.Time
+		wantHolder *Holder
+		wantErr    string
 	}{
 		{name: "nothing is unbound", spec: Spec{}, want: ""},
-		{name: "a pod", spec: Spec{Object: "pod/db-0"}, want: "pod/db-0@u1", wantSince: created},
-		{name: "a claim by its short kind", spec: Spec{Object: "pvc/data"}, want: "persistentvolumeclaim/data@u2", wantSince: created.Add(time.Hour)},
+		{name: "a pod", spec: Spec{Object: "pod/db-0"}, want: "pod/db-0@u1", wantSince: created,
+			wantHolder: &Holder{APIVersion: "v1", Kind: "Pod", Name: "db-0", UID: "u1"}},
+		{name: "a claim by its short kind", spec: Spec{Object: "pvc/data"}, want: "persistentvolumeclaim/data@u2", wantSince: created.Add(time.Hour),
+			wantHolder: &Holder{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: "data", UID: "u2"}},
 		{name: "a URL", spec: Spec{URL: "postgres://u:secret@db/app"}, want: HashURL("postgres://u:secret@db/app")},
-		{name: "both", spec: Spec{Object: "pod/db-0", URL: "postgres://db/app"}, want: "pod/db-0@u1 " + HashURL("postgres://db/app"), wantSince: created},
+		{name: "both", spec: Spec{Object: "pod/db-0", URL: "postgres://db/app"}, want: "pod/db-0@u1 " + HashURL("postgres://db/app"), wantSince: created,
+			wantHolder: &Holder{APIVersion: "v1", Kind: "Pod", Name: "db-0", UID: "u1"}},
 		{name: "a missing object", spec: Spec{Object: "pod/gone"}, wantErr: "reading the database's pod gone"},
 		{name: "another kind", spec: Spec{Object: "secret/db"}, wantErr: `kind "secret" is not one of`},
 		{name: "no name", spec: Spec{Object: "pod/"}, wantErr: "want KIND/NAME"},
@@ -55,6 +59,9 @@ func TestResolveNamesTheObjectByUIDAndTheURLByItsHashOnly(t *testing.T) {
 			}
 			if id.Value != c.want || !id.Since.Equal(c.wantSince) {
 				t.Errorf("Resolve = %q since %s, want %q since %s", id.Value, id.Since, c.want, c.wantSince)
+			}
+			if (id.Holder == nil) != (c.wantHolder == nil) || (id.Holder != nil && *id.Holder != *c.wantHolder) {
+				t.Errorf("Resolve's holder = %+v, want %+v", id.Holder, c.wantHolder)
 			}
 			if strings.Contains(id.Value, "secret") {
 				t.Errorf("the ID %q carries the URL's password", id.Value)

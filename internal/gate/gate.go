@@ -37,7 +37,10 @@ type ConfigMapClient interface {
 type Config struct {
 	Namespace string // for messages; the clients are already namespaced
 	Identity  string // migration identity: a key of the records ConfigMap
-	Records   string // name of the records ConfigMap
+	Records   string // name of the records ConfigMap (the release's)
+	// Store, when set, names the ConfigMap that keeps the records outside the release (gate run --store):
+	// when it exists, its records are the ones that count; until it does, those of Records.
+	Store string
 	// Job is the exact name of the migration Job whose success counts. Only
 	// that Job, carrying the premigrate.io/identity label equal to Identity,
 	// is evidence: a Job left by an earlier install or revision under another
@@ -108,6 +111,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: records ConfigMap name is empty", ErrInvalidConfig)
 	case c.Job == "":
 		return fmt.Errorf("%w: Job name is empty", ErrInvalidConfig)
+	case c.Store == c.Records:
+		return fmt.Errorf("%w: the store and the records ConfigMap have the same name %q", ErrInvalidConfig, c.Store)
 	case c.Timeout < 0:
 		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	}
@@ -154,23 +159,32 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 	}, func(ctx context.Context, err error) {
 		send(ctx, func(v *view) { v.setErr(sourceJobs, err, cfg.Logf) })
 	})
-	cmSource := newConfigMapSource(configMaps, cfg.Records, func(ctx context.Context, items map[string]*corev1.ConfigMap) {
-		send(ctx, func(v *view) { v.configMap, v.cmKnown, v.cmErr = items[cfg.Records], true, nil })
-	}, func(ctx context.Context, err error) {
-		send(ctx, func(v *view) { v.setErr(sourceRecords, err, cfg.Logf) })
-	})
 	jobSource.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
-	cmSource.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); jobSource.run(ctx) }()
-	go func() { defer wg.Done(); cmSource.run(ctx) }()
+	for _, name := range []string{cfg.Records, cfg.Store} {
+		if name == "" {
+			continue
+		}
+		src := newConfigMapSource(configMaps, name, func(ctx context.Context, items map[string]*corev1.ConfigMap) {
+			send(ctx, func(v *view) { v.setConfigMap(name, items[name]) })
+		}, func(ctx context.Context, err error) {
+			send(ctx, func(v *view) { v.setErr(sourceRecords, err, cfg.Logf) })
+		})
+		src.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
+		wg.Add(1)
+		go func() { defer wg.Done(); src.run(ctx) }()
+	}
 
 	v := &view{
-		identity:  cfg.Identity,
-		records:   cfg.Records,
-		job:       cfg.Job,
-		namespace: cfg.Namespace,
-		database:  cfg.Database,
+		identity:   cfg.Identity,
+		records:    cfg.Records,
+		anchorName: cfg.Records,
+		storeName:  cfg.Store,
+		known:      map[string]bool{},
+		job:        cfg.Job,
+		namespace:  cfg.Namespace,
+		database:   cfg.Database,
 	}
 	limit := "no timeout"
 	if cfg.Timeout > 0 {

@@ -586,3 +586,42 @@ func TestWaitReleasesOnlyOnEvidenceMadeOnTheDatabaseThePodWillUse(t *testing.T) 
 		})
 	}
 }
+
+func TestWaitTakesTheRecordsFromTheStoreOnceItExistsAndFromTheReleasesConfigMapUntilThen(t *testing.T) {
+	const store = "shop-app-migration-records"
+	inStore := func(identities ...string) *corev1.ConfigMap {
+		cm := recordsConfigMap(identities...)
+		cm.Name = store
+		return cm
+	}
+	tests := []struct {
+		name    string
+		objects []runtime.Object
+		want    gate.Outcome
+		logs    string
+	}{
+		{name: "a record in the store releases", objects: []runtime.Object{recordsConfigMap(), inStore(identity)},
+			want: gate.Succeeded, logs: "recorded in ConfigMap " + store},
+		{name: "a record left in the release's ConfigMap releases while no store exists",
+			objects: []runtime.Object{recordsConfigMap(identity)}, want: gate.Succeeded, logs: "recorded in ConfigMap " + records},
+		{name: "a record left in the release's ConfigMap counts no more once the store exists",
+			objects: []runtime.Object{recordsConfigMap(identity), inStore("0ther1dent1ty")}, want: gate.TimedOut},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l logs
+			cfg := config(&l)
+			cfg.Store = store
+			if tt.want == gate.TimedOut {
+				cfg.Timeout = 300 * time.Millisecond
+			}
+			r := await(t, startWait(context.Background(), fake.NewClientset(tt.objects...), cfg))
+			if r.res.Outcome != tt.want {
+				t.Fatalf("outcome = %v, want %v; logs:\n%s", r.res.Outcome, tt.want, &l)
+			}
+			if !strings.Contains(l.String(), tt.logs) {
+				t.Errorf("logs do not say %q:\n%s", tt.logs, &l)
+			}
+		})
+	}
+}

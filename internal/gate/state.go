@@ -19,14 +19,39 @@ type view struct {
 	jobs      map[string]*batchv1.Job
 	jobsKnown bool // a list of Jobs succeeded at least once
 	jobsErr   error
-	configMap *corev1.ConfigMap // nil: the records ConfigMap does not exist
-	cmKnown   bool              // a list of the ConfigMap succeeded at least once
+	configMap *corev1.ConfigMap // the records that count (setConfigMap); nil: none exists
+	cmKnown   bool              // the records that count are known: their ConfigMaps were listed
 	cmErr     error
 	identity  string
-	records   string
-	job       string
-	namespace string
-	database  dbid.ID // the database the pod will use; the zero ID accepts every record
+	records   string // the name of the ConfigMap whose records count
+	// anchorName is the release's records ConfigMap, storeName the store outside the release ("": none);
+	// the store's records count once it exists, the anchor's until then.
+	anchorName, storeName string
+	anchor, store         *corev1.ConfigMap
+	known                 map[string]bool // the ConfigMaps listed at least once, by name
+	job                   string
+	namespace             string
+	database              dbid.ID // the database the pod will use; the zero ID accepts every record
+}
+
+// setConfigMap stores what a list or watch of the ConfigMap called name found (nil: it does not exist) and
+// works out which records count.
+func (v *view) setConfigMap(name string, cm *corev1.ConfigMap) {
+	v.known[name] = true
+	v.cmErr = nil
+	if name == v.storeName {
+		v.store = cm
+	} else {
+		v.anchor = cm
+	}
+	switch {
+	case v.storeName == "":
+		v.configMap, v.records, v.cmKnown = v.anchor, v.anchorName, v.known[v.anchorName]
+	case v.store != nil:
+		v.configMap, v.records, v.cmKnown = v.store, v.storeName, true
+	default:
+		v.configMap, v.records, v.cmKnown = v.anchor, v.anchorName, v.known[v.storeName] && v.known[v.anchorName]
+	}
 }
 
 // verdict is what the current view decides.

@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -39,6 +40,12 @@ type Options struct {
 	// ConfigMap deleted by hand, a pre-install hook that runs before the
 	// release's objects exist). Nil waits for someone else to create it.
 	Create *Metadata
+	// Owner, when not nil, is the owner reference a ConfigMap created here gets: the object that holds the
+	// database's data, so the records go when the data goes.
+	Owner *metav1.OwnerReference
+	// Seed is what a ConfigMap created here starts with, beside the new record: the records kept before in
+	// another ConfigMap (the release's, up to 0.4.0).
+	Seed map[string]string
 	// WaitForConfigMap bounds the retries while the ConfigMap does not exist
 	// yet or the API server fails; 0 tries once.
 	WaitForConfigMap time.Duration
@@ -129,14 +136,22 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 		// Created with the record in it: one request, and AlreadyExists (a
 		// concurrent creator) is retried as a conflict.
 		created := o.Create.configMap(o.ConfigMap)
-		created.Data = map[string]string{o.Identity: value}
+		if o.Owner != nil {
+			created.OwnerReferences = []metav1.OwnerReference{*o.Owner}
+		}
+		created.Data = maps.Clone(o.Seed)
+		if created.Data == nil {
+			created.Data = map[string]string{}
+		}
+		dropped := add(created.Data, o.Identity, value, o.Keep)
 		if _, err := client.Create(ctx, created, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), o.ConfigMap, err)
 			}
 			return fmt.Errorf("create: %w", err)
 		}
-		o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s, which did not exist: created it", o.Identity, o.Job, o.Namespace, o.ConfigMap)
+		o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s, which did not exist: created it with %d earlier records, %d dropped",
+			o.Identity, o.Job, o.Namespace, o.ConfigMap, kept(created.Data)-1, len(dropped))
 		return nil
 	}
 	if err != nil {
@@ -146,22 +161,34 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 	if updated.Data == nil {
 		updated.Data = map[string]string{}
 	}
-	updated.Data[o.Identity] = value
-	dropped := Prune(updated.Data, o.Identity, o.Keep)
-	for _, k := range dropped {
-		delete(updated.Data, k)
-	}
-	notePruned(updated.Data, o.Identity, dropped)
+	dropped := add(updated.Data, o.Identity, value, o.Keep)
 	// cm's resourceVersion travels with the update: the API server refuses
 	// it with a conflict if someone else wrote in between.
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
-	kept := len(updated.Data)
-	if _, ok := updated.Data[PrunedKey]; ok {
-		kept--
-	}
 	o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s; %d entries kept, %d dropped (listed under %q)",
-		o.Identity, o.Job, o.Namespace, o.ConfigMap, kept, len(dropped), PrunedKey)
+		o.Identity, o.Job, o.Namespace, o.ConfigMap, kept(updated.Data), len(dropped), PrunedKey)
 	return nil
+}
+
+// add records identity's value in data, prunes it to the newest keep entries (never identity itself) and
+// notes what was dropped; it returns the dropped identities.
+func add(data map[string]string, identity, value string, keep int) []string {
+	data[identity] = value
+	dropped := Prune(data, identity, keep)
+	for _, k := range dropped {
+		delete(data, k)
+	}
+	notePruned(data, identity, dropped)
+	return dropped
+}
+
+// kept is the number of records in data.
+func kept(data map[string]string) int {
+	n := len(data)
+	if _, ok := data[PrunedKey]; ok {
+		n--
+	}
+	return n
 }

@@ -322,3 +322,44 @@ func TestWriteKeepsARecordThatAnotherWriterAddedBetweenItsReadAndItsUpdate(t *te
 		}
 	}
 }
+
+func TestWriteCreatesAMissingConfigMapOwnedByTheDatabaseAndCarryingTheEarlierRecords(t *testing.T) {
+	cs := fake.NewClientset()
+	o := options("new0000001")
+	o.Create = &record.Metadata{Labels: map[string]string{"app.kubernetes.io/name": "shop"}}
+	o.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: "data-db-0", UID: "pvc-uid"}
+	o.Keep = 2
+	older, err := record.Entry{CompletedAt: now.Add(-2 * time.Hour), Job: "j1"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := record.Entry{CompletedAt: now.Add(-time.Hour), Job: "j2"}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Seed = map[string]string{"older00001": older, "old0000001": old}
+	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0] != *o.Owner {
+		t.Errorf("owners = %+v, want the database's claim", cm.OwnerReferences)
+	}
+	if cm.Labels["app.kubernetes.io/name"] != "shop" {
+		t.Errorf("labels = %v, want the given ones", cm.Labels)
+	}
+	for _, k := range []string{"new0000001", "old0000001"} {
+		if _, ok := cm.Data[k]; !ok {
+			t.Errorf("record %s missing from %v", k, cm.Data)
+		}
+	}
+	if _, ok := cm.Data["older00001"]; ok || !strings.Contains(cm.Data[record.PrunedKey], "older00001") {
+		t.Errorf("data = %v, want the oldest seeded record pruned and listed (keep 2)", cm.Data)
+	}
+	if len(o.Seed) != 2 {
+		t.Errorf("the seed was changed: %v", o.Seed)
+	}
+}
