@@ -23,7 +23,7 @@ func TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded(t *testing.T) {
 		if w.Image != "premigrate/gate:0.3.0" || !equalStrings(w.Command, []string{"/gate"}) {
 			t.Errorf("gate image %q command %v", w.Image, w.Command)
 		}
-		want := []string{"wait", "--identity", id, "--records", fullname + "-migrations",
+		want := []string{"wait", "--identity", id, "--records", fullname + "-migrations", "--store", fullname + "-migration-records",
 			"--job", r.job(t).Name,
 			"--timeout", "15m", "--progress-interval", "10s",
 			"--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0"}
@@ -76,7 +76,7 @@ gate:
 			t.Errorf("jobs rule %+v", jobs)
 		}
 		if !equalStrings(cms.APIGroups, []string{""}) || !equalStrings(cms.Resources, []string{"configmaps"}) ||
-			!equalStrings(cms.ResourceNames, []string{fullname + "-migrations"}) || !equalStrings(cms.Verbs, []string{"get", "list", "watch"}) {
+			!equalStrings(cms.ResourceNames, []string{fullname + "-migrations", fullname + "-migration-records"}) || !equalStrings(cms.Verbs, []string{"get", "list", "watch"}) {
 			t.Errorf("configmaps rule %+v", cms)
 		}
 		rb := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", fullname+"-gate")
@@ -168,7 +168,7 @@ func TestTheAppContainerCanWaitForTheMigrationItself(t *testing.T) {
 				t.Errorf("init containers %v, want %v", inits, tt.wantInit)
 			}
 			app := container(t, pod.Containers, "app")
-			want := []string{"/premigrate/gate", "wait", "--identity", id, "--records", fullname + "-migrations",
+			want := []string{"/premigrate/gate", "wait", "--identity", id, "--records", fullname + "-migrations", "--store", fullname + "-migration-records",
 				"--job", r.job(t).Name, "--timeout", "15m", "--progress-interval", "10s",
 				"--token-dir", "/var/run/secrets/premigrate.io/gate",
 				"--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0", "--", "/demo"}

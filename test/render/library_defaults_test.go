@@ -15,6 +15,7 @@ import (
 const (
 	ledgerJob     = ledgerFullname + "-migrate"
 	ledgerRecords = ledgerFullname + "-migrations"
+	ledgerStore   = ledgerFullname + "-migration-records"
 )
 
 // ledgerHookJob is the example's migration Job on an upgrade: the pre-upgrade hook, named without identity.
@@ -48,6 +49,7 @@ func TestTheLibrarysGateRunKeepsTwentyRecords(t *testing.T) {
 	_, job := ledgerHookJob(t)
 	assert.Equal(t, "20", migrateArg(t, job, "--keep"))
 	assert.Equal(t, ledgerRecords, migrateArg(t, job, "--records"))
+	assert.Equal(t, ledgerStore, migrateArg(t, job, "--store"), "the records are kept outside the release")
 }
 
 func TestTheLibrarysGateRoleOnlyReadsTheMigrationJobAndTheRecordsByName(t *testing.T) {
@@ -55,7 +57,7 @@ func TestTheLibrarysGateRoleOnlyReadsTheMigrationJobAndTheRecordsByName(t *testi
 	role := mustFind[*rbacv1.Role](t, r, "Role", ledgerFullname+"-gate")
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{ledgerJob}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords, ledgerStore}, Verbs: []string{"get", "list", "watch"}},
 	}, role.Rules)
 }
 
@@ -63,7 +65,7 @@ func TestTheLibrarysMigrationRoleOnlyWritesTheRecordsAndPatchesItsOwnHookJob(t *
 	r, _ := ledgerHookJob(t)
 	role := mustFind[*rbacv1.Role](t, r, "Role", ledgerJob)
 	assert.Equal(t, []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords, ledgerStore}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{ledgerJob}, Verbs: []string{"patch"}},
 	}, role.Rules)

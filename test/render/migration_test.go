@@ -210,7 +210,7 @@ migration:
 			meta := `{"annotations":{"meta.helm.sh/release-name":"` + releaseName + `","meta.helm.sh/release-namespace":"` + namespace + `"},` +
 				`"labels":{"app.kubernetes.io/component":"migration","app.kubernetes.io/instance":"` + releaseName + `",` +
 				`"app.kubernetes.io/managed-by":"Helm","app.kubernetes.io/name":"premigrate","app.kubernetes.io/version":"0.3.0","helm.sh/chart":"premigrate-0.3.0"}}`
-			want := append([]string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--job", "$(JOB_NAME)", "--keep", "7",
+			want := append([]string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--store", fullname + "-migration-records", "--job", "$(JOB_NAME)", "--keep", "7",
 				"--create-records", meta}, tc.tail...)
 			want = append(want, "--", "/demo")
 			if !equalStrings(m.Command, want) {
@@ -253,7 +253,7 @@ migration:
 			job := r.job(t)
 			role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-migrate")
 			want := []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations"}, Verbs: []string{"get", "update", "patch"}},
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations", fullname + "-migration-records"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 			}
 			if upgrade { // a hook Job: it makes the records ConfigMap its owner

@@ -50,6 +50,8 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $_ = set $c "fullname" $full -}}
 {{- $_ = set $c "migrateName" (printf "%s-migrate" $full) -}}
 {{- $_ = set $c "recordsName" (printf "%s-migrations" $full) -}}
+{{- /* the records themselves: written by `gate run`, never by Helm (docs/design.md, "Where the records live") */ -}}
+{{- $_ = set $c "storeName" (printf "%s-migration-records" $full) -}}
 {{- $_ = set $c "gateName" (printf "%s-gate" $full) -}}
 {{- /* the migration container */ -}}
 {{- $image := $v.image | default dict -}}

@@ -123,6 +123,8 @@ spec:
             - {{ $c.identity | quote }}
             - --records
             - {{ $c.recordsName }}
+            - --store
+            - {{ $c.storeName }}
             - --job
             - $(JOB_NAME)
             - --keep

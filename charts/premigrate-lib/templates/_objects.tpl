@@ -48,7 +48,7 @@ automountServiceAccountToken: false
 {{- end }}
 
 {{/*
-The migration's Role: read and write its records ConfigMap only; create a ConfigMap (when the records are
+The migration's Role: read and write its records ConfigMaps only (the release's and the store); create a ConfigMap (when the records are
 missing); in hook mode, patch its own Job (to make the records ConfigMap its owner); get the object that holds
 the database's data (database.object), by name.
 */}}
@@ -72,6 +72,7 @@ rules:
       - configmaps
     resourceNames:
       - {{ $c.recordsName }}
+      - {{ $c.storeName }}
     verbs:
       - get
       - update
@@ -170,6 +171,7 @@ rules:
       - configmaps
     resourceNames:
       - {{ $c.recordsName }}
+      - {{ $c.storeName }}
     verbs:
       - get
       - list

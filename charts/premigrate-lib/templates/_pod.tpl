@@ -119,6 +119,8 @@ premigrate-lib.gateVolume (the app's containers get none). A list item.
     - {{ $c.identity | quote }}
     - --records
     - {{ $c.recordsName }}
+    - --store
+    - {{ $c.storeName }}
     - --job
     - {{ $c.jobName | quote }}
     - --timeout
@@ -220,7 +222,7 @@ gate.waitIn app, because the chart cannot read an image's entrypoint). A YAML li
 {{- if not .command -}}
 {{- fail "premigrate-lib: gate.waitIn app needs the app container's command (e.g. [/app/server]): the gate runs it once the migration succeeded, and the chart cannot read the image's entrypoint" -}}
 {{- end -}}
-{{- $gate := concat (list "/premigrate/gate" "wait" "--identity" $c.identity "--records" $c.recordsName "--job" $c.jobName "--timeout" $c.gate.timeout "--progress-interval" $c.gate.progressInterval "--token-dir" "/var/run/secrets/premigrate.io/gate") (include "premigrate-lib.databaseArgs" $c | fromJsonArray) (list "--") -}}
+{{- $gate := concat (list "/premigrate/gate" "wait" "--identity" $c.identity "--records" $c.recordsName "--store" $c.storeName "--job" $c.jobName "--timeout" $c.gate.timeout "--progress-interval" $c.gate.progressInterval "--token-dir" "/var/run/secrets/premigrate.io/gate") (include "premigrate-lib.databaseArgs" $c | fromJsonArray) (list "--") -}}
 {{- toYaml (concat $gate .command) -}}
 {{- else if .command -}}
 {{- toYaml .command -}}
