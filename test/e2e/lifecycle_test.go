@@ -239,7 +239,7 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			r := newRelease(t, ns, "app", h.bin)
 			// without migrations the demo never becomes ready on its empty database: no readiness probe
 			r.mustDeploy(merged(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": nil}))
-			records := r.fullname() + "-migrations"
+			records := r.anchorName()
 			if _, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("ConfigMap %s exists without migrations (err %v)", records, err)
 			}
@@ -252,34 +252,41 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			if err != nil {
 				t.Fatalf("the records ConfigMap was not created: %v", err)
 			}
-			if _, ok := cm.Data[id]; !ok || cm.Annotations["meta.helm.sh/release-name"] != r.name {
-				t.Errorf("records ConfigMap data %v annotations %v: want the record of %s and Helm's ownership", cm.Data, cm.Annotations, id)
+			if cm.Annotations["meta.helm.sh/release-name"] != r.name {
+				t.Errorf("records ConfigMap annotations %v: want Helm's ownership", cm.Annotations)
+			}
+			if _, ok := r.records(ctx)[id]; !ok {
+				t.Errorf("the store %s lacks the record of %s: %v", r.storeName(), id, r.records(ctx))
 			}
 			if manifest := mustRun(t, h.bin, "get", "manifest", r.name, "-n", ns); !strings.Contains(manifest, "name: "+records) {
 				t.Errorf("the release's manifest does not hold ConfigMap %s: Helm did not adopt it", records)
 			}
 
-			if err := env.client.CoreV1().ConfigMaps(ns).Delete(ctx, records, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
+			// both records ConfigMaps deleted by hand: the release's and the store
+			for _, name := range []string{records, r.storeName()} {
+				if err := env.client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			_, d = r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 2
 			id = r.appIdentity(ctx)
 			r.assertWitness(ctx, id)
-			cm, err = env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{})
-			if err != nil {
+			if _, err = env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); err != nil {
 				t.Fatalf("the records ConfigMap deleted by hand was not created again: %v", err)
 			}
-			if _, ok := cm.Data[id]; !ok {
-				t.Errorf("records %v lack identity %s", cm.Data, id)
+			if _, ok := r.records(ctx)[id]; !ok {
+				t.Errorf("records %v lack identity %s", r.records(ctx), id)
 			}
 			if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
 				t.Errorf("schema at version %d, want 2", v)
 			}
 			r.uninstall()
 			pvc := "PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0"
-			assertNothingLeftAfterUninstall(t, ns, map[string]bool{pvc: true, "Secret/" + r.fullname() + "-postgresql": true})
+			// the store goes with the claim it is owned by, which the StatefulSet keeps: the records live as long as the data
+			assertNothingLeftAfterUninstall(t, ns, map[string]bool{pvc: true, "Secret/" + r.fullname() + "-postgresql": true,
+				"ConfigMap/" + r.storeName(): true})
 		})
 	}
 }
@@ -322,7 +329,7 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 
 			// Negative control: without the record, the same re-created Job runs the v1 migration, which the
 			// demo refuses on the v2 schema.
-			mustRun(t, env.kubectl, "patch", "configmap", r.fullname()+"-migrations", "-n", ns, "--type", "json",
+			mustRun(t, env.kubectl, "patch", "configmap", r.storeName(), "-n", ns, "--type", "json",
 				"-p", fmt.Sprintf(`[{"op":"remove","path":"/data/%s"}]`, oldID))
 			if err := env.client.BatchV1().Jobs(ns).Delete(ctx, oldJob, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 				t.Fatal(err)

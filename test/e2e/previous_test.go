@@ -79,12 +79,15 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 				res.Upgrades++
 				id := r.appIdentity(ctx)
 				r.assertWitness(ctx, id)
-				cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
+				cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.anchorName(), metav1.GetOptions{})
 				if err != nil {
 					t.Fatalf("upgrade %d: %v", i+1, err)
 				}
-				if _, ok := cm.Data[id]; !ok || cm.Annotations["meta.helm.sh/release-name"] != r.name || cm.Annotations["helm.sh/hook"] != "" {
-					t.Errorf("upgrade %d: records ConfigMap annotations %v data %v: want a release object holding %s", i+1, cm.Annotations, cm.Data, id)
+				if cm.Annotations["meta.helm.sh/release-name"] != r.name || cm.Annotations["helm.sh/hook"] != "" {
+					t.Errorf("upgrade %d: records ConfigMap annotations %v: want a release object", i+1, cm.Annotations)
+				}
+				if _, ok := r.records(ctx)[id]; !ok {
+					t.Errorf("upgrade %d: the store lacks %s: %v", i+1, id, r.records(ctx))
 				}
 			}
 			if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
@@ -94,6 +97,7 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
 				"PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0": true,
 				"Secret/" + r.fullname() + "-postgresql":                       true,
+				"ConfigMap/" + r.storeName():                                   true,
 			})
 			t.Logf("chart %s upgraded to this chart twice, then uninstalled", version)
 		})

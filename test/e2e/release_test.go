@@ -13,6 +13,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -36,6 +37,24 @@ func (r *release) fullname() string {
 		return r.name
 	}
 	return r.name + "-premigrate"
+}
+
+// anchorName is the release's records ConfigMap (a Helm object, no data since 0.4.0); storeName is the
+// ConfigMap that keeps the records, written by gate run only.
+func (r *release) anchorName() string { return r.fullname() + "-migrations" }
+func (r *release) storeName() string  { return r.fullname() + "-migration-records" }
+
+// records returns the records kept in the store; none while it does not exist.
+func (r *release) records(ctx context.Context) map[string]string {
+	r.t.Helper()
+	cm, err := env.client.CoreV1().ConfigMaps(r.ns).Get(ctx, r.storeName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		r.t.Fatalf("reading the records: %v", err)
+	}
+	return cm.Data
 }
 
 // valuesFile writes values as a YAML file for --values.

@@ -254,7 +254,8 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	r.mustDeploy(baseValues())
 	r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
 	job := "jobs.batch/" + r.fullname() + "-migrate"
-	records := "configmaps/" + r.fullname() + "-migrations"
+	records := "configmaps/" + r.anchorName()
+	store := "configmaps/" + r.storeName()
 	type check struct {
 		verb, resource, subresource string
 		want                        string
@@ -285,6 +286,8 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 		// the embedded database's claim, by name: its UID names the database the records are bound to
 		{"get", claim, "", "yes"}, {"list", "persistentvolumeclaims", "", "no"}, {"get", "persistentvolumeclaims/other", "", "no"},
 		{"delete", claim, "", "no"}, {"update", claim, "", "no"},
+		// the store that keeps the records, read-only, by name
+		{"get", store, "", "yes"}, {"watch", store, "", "yes"}, {"update", store, "", "no"}, {"delete", store, "", "no"},
 	})
 	// the migration's ServiceAccount exists only while the hooks run (hook-succeeded): bound to nothing now
 	if _, err := env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -295,9 +298,11 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	jr := newRelease(t, ns, "jobs", env.helm3)
 	jr.mustDeploy(merged(baseValues(), map[string]any{"migration": map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "rbac-test-password"}}}))
-	jrecords := "configmaps/" + jr.fullname() + "-migrations"
+	jrecords := "configmaps/" + jr.anchorName()
+	jstore := "configmaps/" + jr.storeName()
 	canI("system:serviceaccount:"+ns+":"+jr.fullname()+"-migrate", []check{
 		{"get", jrecords, "", "yes"}, {"update", jrecords, "", "yes"}, {"create", "configmaps", "", "yes"},
+		{"get", jstore, "", "yes"}, {"update", jstore, "", "yes"}, {"delete", jstore, "", "no"},
 		{"update", "configmaps/other", "", "no"}, {"get", "configmaps/other", "", "no"}, {"delete", jrecords, "", "no"},
 		{"get", "secrets", "", "no"}, {"get", "jobs.batch", "", "no"}, {"patch", "jobs.batch", "", "no"},
 		{"get", "pods", "log", "no"},

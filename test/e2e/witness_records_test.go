@@ -59,11 +59,7 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	time.Sleep(5 * time.Second)
 
-	cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := cm.Data[id]; ok {
+	if v, ok := r.records(ctx)[id]; ok {
 		t.Errorf("identity %s was recorded (%s) though SIGTERM stopped its migration halfway", id, v)
 	}
 	if v := r.psqlInt("select coalesce(max(version), 0) from schema_migrations"); v != 1 {
@@ -160,12 +156,9 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	first := r.appIdentity(ctx)
 	r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	second := r.appIdentity(ctx)
-	cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.fullname()+"-migrations", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := cm.Data[second]; !ok || !record.WasPruned(cm.Data, first) {
-		t.Fatalf("records %v: want %s kept (the identity just recorded) and %s listed as pruned (keepRecords 1)", cm.Data, second, first)
+	data := r.records(ctx)
+	if _, ok := data[second]; !ok || !record.WasPruned(data, first) {
+		t.Fatalf("records %v: want %s kept (the identity just recorded) and %s listed as pruned (keepRecords 1)", data, second, first)
 	}
 	runs := r.psqlInt("select count(*) from demo_migrate_runs")
 

@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// forceFlag is the CLI's flag for updates by replacement (a PUT of the rendered object): Helm 4 renamed it.
+func forceFlag(helmBin string) []string {
+	if toolName(helmBin) == "helm4" {
+		return []string{"--force-replace", "--server-side=false"}
+	}
+	return []string{"--force"}
+}
+
+// Issue: `helm upgrade --force` and `helm rollback --force` PUT the rendered objects. The release's records
+// ConfigMap renders no data, so before 0.4.0 every record went with it, and a later rollback held its pods
+// forever or ran an older migration on a newer schema. The records now live in a store Helm never renders.
+// The marker put into the release's ConfigMap shows that the replacement happened in this run: a record kept
+// there would have gone the same way.
+func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			res := scenario(t, "force-upgrade-"+h.name, h.bin)
+			ctx := context.Background()
+			ns := newNamespace(t, "force-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			// the Jobs go at once: only the records can release the pods of a rollback
+			values := func(tag string) map[string]any {
+				return merged(baseValues(), map[string]any{"image": map[string]any{"tag": tag},
+					"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
+			}
+			var ids []string
+			for _, tag := range []string{"v1", "v2"} {
+				_, d := r.mustDeploy(values(tag))
+				res.DurationsSec = append(res.DurationsSec, d.Seconds())
+				ids = append(ids, r.appIdentity(ctx))
+			}
+			mustRun(t, env.kubectl, "patch", "configmap", r.anchorName(), "-n", ns, "--type", "merge",
+				"-p", `{"data":{"marker":"kept only if Helm does not replace this object"}}`)
+			_, d := r.mustDeploy(values("v3"), forceFlag(h.bin)...)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			ids = append(ids, r.appIdentity(ctx))
+			r.assertWitness(ctx, ids[2])
+			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.anchorName(), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := anchor.Data["marker"]; ok {
+				t.Fatalf("the forced upgrade did not replace ConfigMap %s (its marker is still there): the scenario proves nothing", r.anchorName())
+			}
+			records := r.records(ctx)
+			for i, id := range ids {
+				if _, ok := records[id]; !ok {
+					t.Errorf("after the forced upgrade the store lacks the record of revision %d (%s): %v", i+1, id, records)
+				}
+			}
+			runs := r.psqlInt("select count(*) from demo_migrate_runs")
+
+			// a forced rollback to revision 2: no hook runs; its pods start on their record, nothing migrates
+			start := time.Now()
+			mustRun(t, h.bin, append([]string{"rollback", r.name, "2", "-n", ns, "--wait", "--timeout", "4m"}, forceFlag(h.bin)...)...)
+			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+			res.Upgrades = 3
+			r.rolledOut(2 * time.Minute)
+			if got := r.appIdentity(ctx); got != ids[1] {
+				t.Fatalf("after the rollback the Deployment has identity %s, want revision 2's %s", got, ids[1])
+			}
+			r.assertWitness(ctx, ids[1])
+			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+				t.Errorf("%d migration runs after the forced rollback, want %d (nothing runs again)", got, runs)
+			}
+			if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
+				t.Errorf("schema at version %d, want 3 (migrations are not undone)", v)
+			}
+			if records := r.records(ctx); len(records) < 3 {
+				t.Errorf("after the forced rollback the store holds %v, want the three records", records)
+			}
+		})
+	}
+}
+
+// Issue: `helm uninstall` keeps the embedded database's claim (and its Secret); a reinstall of the same values
+// finds its data migrated. The records live exactly as long as that data: the store is owned by the claim, so
+// it outlives the release with it, and the reinstall's migration Job finds its identity recorded on this
+// database and runs nothing.
+func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			res := scenario(t, "reinstall-kept-database-"+h.name, h.bin)
+			ctx := context.Background()
+			ns := newNamespace(t, "kept-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			r.mustDeploy(baseValues())
+			values := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+			_, d := r.mustDeploy(values)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			id := r.appIdentity(ctx)
+			runs := r.psqlInt("select count(*) from demo_migrate_runs")
+			claim := "data-" + r.fullname() + "-postgresql-0"
+			store, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.storeName(), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(store.OwnerReferences) != 1 || store.OwnerReferences[0].Kind != "PersistentVolumeClaim" || store.OwnerReferences[0].Name != claim {
+				t.Errorf("the store's owners are %+v, want the database's claim %s", store.OwnerReferences, claim)
+			}
+
+			r.uninstall()
+			assertNothingLeftAfterUninstall(t, ns, map[string]bool{"PersistentVolumeClaim/" + claim: true,
+				"Secret/" + r.fullname() + "-postgresql": true, "ConfigMap/" + r.storeName(): true})
+
+			_, d = r.mustDeploy(values)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades = 1
+			if got := r.appIdentity(ctx); got != id {
+				t.Fatalf("the reinstall has identity %s, want %s (same values)", got, id)
+			}
+			job := r.migrationJob(ctx, id)
+			if job == nil {
+				t.Fatalf("the reinstall has no migration Job of identity %s", id)
+			}
+			r.assertSkipped(ctx, job.Name, runs, 2)
+			r.assertWitness(ctx, id)
+			if log := r.jobLog(job.Name); !strings.Contains(log, "persistentvolumeclaim/"+claim) {
+				t.Errorf("the reinstall's migration does not name the database it found the record on:\n%s", log)
+			}
+		})
+	}
+}
