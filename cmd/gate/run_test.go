@@ -313,7 +313,7 @@ func TestRunKeepsTheRecordsInAStoreOwnedByTheDatabaseThatAWipedReleaseConfigMapD
 	}{
 		{name: "a record in the store beside a wiped release ConfigMap (helm --force): nothing runs",
 			objects: []runtime.Object{anchorWith(nil), storeWith(map[string]string{identity: recorded})}},
-		{name: "a record left in the release ConfigMap while no store exists (an upgrade from 0.4.0): nothing runs",
+		{name: "a record left in the release ConfigMap while no store exists (an upgrade from 0.3.0): nothing runs",
 			objects: []runtime.Object{anchorWith(map[string]string{identity: recorded})}},
 		{name: "no record: runs, and creates the store owned by the database's pod, with the earlier records",
 			objects: []runtime.Object{anchorWith(map[string]string{"0lder1dent1ty": recorded})}, runs: true, owner: "Pod"},

@@ -44,7 +44,7 @@ type Options struct {
 	// database's data, so the records go when the data goes.
 	Owner *metav1.OwnerReference
 	// Seed is what a ConfigMap created here starts with, beside the new record: the records kept before in
-	// another ConfigMap (the release's, up to 0.4.0).
+	// another ConfigMap (the release's, in charts up to 0.3.0).
 	Seed map[string]string
 	// WaitForConfigMap bounds the retries while the ConfigMap does not exist
 	// yet or the API server fails; 0 tries once.

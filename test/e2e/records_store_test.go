@@ -18,7 +18,7 @@ func forceFlag(helmBin string) []string {
 }
 
 // Issue: `helm upgrade --force` and `helm rollback --force` PUT the rendered objects. The release's records
-// ConfigMap renders no data, so before 0.4.0 every record went with it, and a later rollback held its pods
+// ConfigMap renders no data, so up to chart 0.3.0 every record went with it, and a later rollback held its pods
 // forever or ran an older migration on a newer schema. The records now live in a store Helm never renders.
 // The marker put into the release's ConfigMap shows that the replacement happened in this run: a record kept
 // there would have gone the same way.

@@ -39,7 +39,7 @@ func (r *release) fullname() string {
 	return r.name + "-premigrate"
 }
 
-// anchorName is the release's records ConfigMap (a Helm object, no data since 0.4.0); storeName is the
+// anchorName is the release's records ConfigMap (a Helm object; it held the records up to chart 0.3.0); storeName is the
 // ConfigMap that keeps the records, written by gate run only.
 func (r *release) anchorName() string { return r.fullname() + "-migrations" }
 func (r *release) storeName() string  { return r.fullname() + "-migration-records" }
