@@ -182,8 +182,13 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Log
 	if decodeErr == nil {
 		when = fmt.Sprintf("at %s by Job %s", entry.CompletedAt.Format(time.RFC3339), entry.Job)
 	}
-	logf("migration %s is already recorded in ConfigMap %s/%s (completed %s): not running it again "+
-		"(a rollback, a revert, or a Job re-created after its TTL); nothing to do", r.o.identity, r.ns, from, when)
+	on := ""
+	if r.database.Bound() {
+		on = " on database " + r.database.Value
+	}
+	logf("migration %s is already recorded%s in ConfigMap %s/%s (completed %s): not running it again "+
+		"(a rollback, a revert, a reinstall onto kept data, or a Job re-created after its TTL); nothing to do",
+		r.o.identity, on, r.ns, from, when)
 	return true, nil
 }
 
