@@ -85,6 +85,7 @@ func (h helmRelease) condition(typ string) condition {
 // fluxRelease is one HelmRelease of the chart, with its release as the other scenarios know it.
 type fluxRelease struct {
 	*release
+	force bool // spec.upgrade.force: upgrades replace the release's objects (a PUT of each)
 }
 
 const fluxManifest = `apiVersion: source.toolkit.fluxcd.io/v1
@@ -103,6 +104,8 @@ spec:
   releaseName: %[1]s
   interval: 10m
   timeout: 5m
+  upgrade:
+    force: %[3]t
   chart:
     spec:
       chart: premigrate
@@ -155,7 +158,7 @@ func (f fluxRelease) apply(values map[string]any) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if out, err := runWithStdin([]byte(fmt.Sprintf(fluxManifest, f.name, b)), env.kubectl, "apply", "-n", f.ns, "-f", "-"); err != nil {
+	if out, err := runWithStdin([]byte(fmt.Sprintf(fluxManifest, f.name, b, f.force)), env.kubectl, "apply", "-n", f.ns, "-f", "-"); err != nil {
 		f.t.Fatalf("applying the HelmRelease: %v\n%s", err, out)
 	}
 }
@@ -242,13 +245,14 @@ func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bo
 // fluxInstallsAndUpgradesWithItsDefaults installs the chart (hook mode, its
 // defaults) through a Flux HelmRelease with Flux's defaults (install and upgrade wait for the pods), then
 // upgrades it five times by changing the HelmRelease's values: each reconciles Ready, and the witness sees no
-// app process before its migration.
+// app process before its migration. The upgrades are forced (upgrade.force: each object replaced): the records
+// of all six identities must survive them.
 func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 	gitopsUp(t, "flux")
 	res := scenario(t, "flux-upgrades", "flux")
 	ctx := context.Background()
 	ns := newNamespace(t, "flux", restricted)
-	f := fluxRelease{newRelease(t, ns, "shop", "")}
+	f := fluxRelease{release: newRelease(t, ns, "shop", ""), force: true}
 	start := time.Now()
 	f.apply(fluxValues(nil))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
@@ -256,6 +260,7 @@ func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 	}
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	f.assertWitness(ctx, f.appIdentity(ctx))
+	ids := []string{f.appIdentity(ctx)}
 	for i := 1; i <= 5; i++ {
 		before := f.appIdentity(ctx)
 		start := time.Now()
@@ -270,9 +275,16 @@ func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 			t.Fatalf("upgrade %d kept identity %s", i, id)
 		}
 		f.assertWitness(ctx, id)
+		ids = append(ids, id)
 	}
 	if v := f.psqlInt("select max(version) from schema_migrations"); v != 6 {
 		t.Errorf("schema at version %d after the upgrades, want 6", v)
+	}
+	records := f.records(ctx)
+	for i, id := range ids {
+		if _, ok := records[id]; !ok {
+			t.Errorf("after five forced upgrades the records lack identity %s (revision %d): %v", id, i+1, records)
+		}
 	}
 }
 
@@ -286,7 +298,7 @@ func fluxReportsAFailedMigration(t *testing.T) {
 	scenario(t, "flux-failed-migration", "flux")
 	ctx := context.Background()
 	ns := newNamespace(t, "fluxfail", restricted)
-	f := fluxRelease{newRelease(t, ns, "shop", "")}
+	f := fluxRelease{release: newRelease(t, ns, "shop", "")}
 	f.apply(fluxValues(nil))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
@@ -378,7 +390,7 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	gitopsUp(t, "flux")
 	scenario(t, "flux-hook-output-logs-control", "flux")
 	ns := newNamespace(t, "fluxlogs", restricted)
-	f := fluxRelease{newRelease(t, ns, "shop", "")}
+	f := fluxRelease{release: newRelease(t, ns, "shop", "")}
 	values := merged(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
 	f.apply(values)
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
