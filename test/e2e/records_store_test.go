@@ -21,7 +21,8 @@ func forceFlag(helmBin string) []string {
 // ConfigMap renders no data, so up to chart 0.3.0 every record went with it, and a later rollback held its pods
 // forever or ran an older migration on a newer schema. The records now live in a store Helm never renders.
 // The marker put into the release's ConfigMap shows that the replacement happened in this run: a record kept
-// there would have gone the same way.
+// there would have gone the same way. A forced rollback then runs no hook (its pods start on their record), and
+// a forced revert through an upgrade runs the hook, which must find the record and run nothing.
 func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
@@ -80,6 +81,16 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 			}
 			if records := r.records(ctx); len(records) < 3 {
 				t.Errorf("after the forced rollback the store holds %v, want the three records", records)
+			}
+
+			// a revert through a forced upgrade (what a GitOps revert does): the hook runs gate run, which must find
+			// revision 2's record; the v2 migration on the v3 schema would be refused and fail the upgrade
+			_, d = r.mustDeploy(values("v2"), forceFlag(h.bin)...)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades = 4
+			r.assertWitness(ctx, ids[1])
+			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+				t.Errorf("%d migration runs after the forced revert, want %d (nothing runs again)", got, runs)
 			}
 		})
 	}
