@@ -150,6 +150,12 @@ func (r *recorder) storeOptions(ctx context.Context, o *record.Options) error {
 		maps.Copy(meta.Labels, r.meta.Labels)
 	}
 	meta.Labels["app.kubernetes.io/managed-by"] = record.FieldManager
+	// Argo CD tracking by label (its default before 3.0) would take the store, which carries the release's
+	// instance label, for an extraneous object of the Application: out of sync, and pruned
+	meta.Annotations = map[string]string{
+		"argocd.argoproj.io/compare-options": "IgnoreExtraneous",
+		"argocd.argoproj.io/sync-options":    "Prune=false",
+	}
 	o.Create = meta
 	anchor, err := r.clients.configMaps(r.ns).Get(ctx, r.o.records, metav1.GetOptions{})
 	switch {

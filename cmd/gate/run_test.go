@@ -362,6 +362,9 @@ func TestRunKeepsTheRecordsInAStoreOwnedByTheDatabaseThatAWipedReleaseConfigMapD
 			if len(got.OwnerReferences) > 1 || kind != tt.owner {
 				t.Errorf("the store's owners = %+v, want one of kind %q", got.OwnerReferences, tt.owner)
 			}
+			if got.Annotations["argocd.argoproj.io/sync-options"] != "Prune=false" {
+				t.Errorf("the store's annotations %v do not keep Argo CD from pruning it", got.Annotations)
+			}
 			if got.Labels["app.kubernetes.io/managed-by"] == "Helm" || got.Annotations["meta.helm.sh/release-name"] != "" {
 				t.Errorf("the store carries Helm's ownership (Helm would adopt it): %v %v", got.Labels, got.Annotations)
 			}
