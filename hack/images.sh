@@ -93,12 +93,14 @@ prev_commit=$(sed -n 's/^commit=//p' "$HACK_DIR/previous-release")
 if [ "$prev_version" = "$APP_VERSION" ]; then
   echo "error: hack/previous-release names $prev_version, the appVersion of this chart: bump one of them" >&2; exit 1
 fi
-if ! git -C "$REPO_ROOT" cat-file -e "$prev_commit^{commit}" 2>/dev/null; then
+# PREMIGRATE_HISTORY: a repository with the history when this tree has none (hack/mutants builds from a copy)
+HISTORY=${PREMIGRATE_HISTORY:-$REPO_ROOT}
+if ! git -C "$HISTORY" cat-file -e "$prev_commit^{commit}" 2>/dev/null; then
   echo "error: the previous release's commit $prev_commit (hack/previous-release) is not in this clone's history (a shallow clone? fetch it: git fetch --unshallow)" >&2
   exit 1
 fi
 PV=$W/previous; mkdir -p "$PV/src"
-git -C "$REPO_ROOT" archive "$prev_commit" go.mod go.sum cmd internal | tar -x -C "$PV/src"
+git -C "$HISTORY" archive "$prev_commit" go.mod go.sum cmd internal | tar -x -C "$PV/src"
 for c in gate demo; do
   (cd "$PV/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$prev_version" -o "$PV/$c" "./cmd/$c")
 done

@@ -116,7 +116,7 @@ func run(args []string, out io.Writer) error {
 	if err := copyTree(root, tree); err != nil {
 		return err
 	}
-	r := &runner{out: out, tree: tree, logs: logs, level: *level, cache: cache}
+	r := &runner{out: out, tree: tree, root: root, logs: logs, level: *level, cache: cache}
 	_, _ = fmt.Fprintf(out, "mutants: %d of %d at the %s level, in %s (logs: %s)\n", len(chosen), len(all), *level, tree, logs)
 	if *level == "unit" {
 		if err := r.baseline(chosen); err != nil {
@@ -282,6 +282,7 @@ func (r result) detailSuffix() string {
 type runner struct {
 	out                     io.Writer
 	tree, logs, level       string
+	root                    string // the repository the tree was copied from: its git history (hack/images.sh reads it)
 	cache                   string
 	imagesBuiltForUnmutated bool
 	binaries                map[string]string // package -> its test binary, built from the unmutated copy
@@ -439,7 +440,8 @@ func (r *runner) command(name, cache string, argv ...string) error {
 	defer func() { _ = f.Close() }()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = r.tree, f, f
-	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache)
+	// the copy has no .git: the previous release's images are built from the history of the repository
+	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache, "PREMIGRATE_HISTORY="+r.root)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w (log: %s)", strings.Join(argv, " "), err, log)
 	}
