@@ -569,20 +569,10 @@ func TestWaitReleasesOnlyOnEvidenceMadeOnTheDatabaseThePodWillUse(t *testing.T) 
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var l logs
-			cfg := config(&l)
-			cfg.Database = tt.database
-			cfg.ProgressInterval = 50 * time.Millisecond
-			if tt.want == gate.TimedOut {
-				cfg.Timeout = 300 * time.Millisecond
-			}
-			r := await(t, startWait(context.Background(), fake.NewClientset(tt.objects...), cfg))
-			if r.res.Outcome != tt.want {
-				t.Fatalf("outcome = %v, want %v; logs:\n%s", r.res.Outcome, tt.want, &l)
-			}
-			if !strings.Contains(l.String(), tt.logs) {
-				t.Errorf("logs do not say %q:\n%s", tt.logs, &l)
-			}
+			waitCase(t, tt.objects, tt.want, tt.logs, func(cfg *gate.Config) {
+				cfg.Database = tt.database
+				cfg.ProgressInterval = 50 * time.Millisecond
+			})
 		})
 	}
 }
@@ -609,19 +599,26 @@ func TestWaitTakesTheRecordsFromTheStoreOnceItExistsAndFromTheReleasesConfigMapU
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var l logs
-			cfg := config(&l)
-			cfg.Store = store
-			if tt.want == gate.TimedOut {
-				cfg.Timeout = 300 * time.Millisecond
-			}
-			r := await(t, startWait(context.Background(), fake.NewClientset(tt.objects...), cfg))
-			if r.res.Outcome != tt.want {
-				t.Fatalf("outcome = %v, want %v; logs:\n%s", r.res.Outcome, tt.want, &l)
-			}
-			if !strings.Contains(l.String(), tt.logs) {
-				t.Errorf("logs do not say %q:\n%s", tt.logs, &l)
-			}
+			waitCase(t, tt.objects, tt.want, tt.logs, func(cfg *gate.Config) { cfg.Store = store })
 		})
+	}
+}
+
+// waitCase runs a wait on objects with the config set changes and checks its outcome (a time-out comes after
+// 300 ms) and that its logs say logs.
+func waitCase(t *testing.T, objects []runtime.Object, want gate.Outcome, says string, set func(*gate.Config)) {
+	t.Helper()
+	var l logs
+	cfg := config(&l)
+	set(&cfg)
+	if want == gate.TimedOut {
+		cfg.Timeout = 300 * time.Millisecond
+	}
+	r := await(t, startWait(context.Background(), fake.NewClientset(objects...), cfg))
+	if r.res.Outcome != want {
+		t.Fatalf("outcome = %v, want %v; logs:\n%s", r.res.Outcome, want, &l)
+	}
+	if !strings.Contains(l.String(), says) {
+		t.Errorf("logs do not say %q:\n%s", says, &l)
 	}
 }
