@@ -100,6 +100,10 @@ func (v *view) decide() verdict {
 		}
 	}
 	jobs := sortedJobs(v.jobs)
+	if v.database.Bound() && !v.cmKnown {
+		// A record of another database vetoes the Job (above): no Job counts before the records are read.
+		return verdict{}
+	}
 	for _, j := range jobs {
 		if c := jobCondition(j, batchv1.JobComplete); c != nil && v.completedHere(j, c) {
 			return verdict{outcome: Succeeded, job: j, cond: c}
