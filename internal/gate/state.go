@@ -200,9 +200,31 @@ func (v *view) describeRecords() string {
 		return fmt.Sprintf("the database changed since identity %s was recorded in ConfigMap %s (%s): "+
 			"waiting for its migration to run again on this database (the next helm upgrade or sync with the same values runs it)",
 			v.identity, v.records, v.staleRecord())
+	case v.staleJob() != "":
+		return fmt.Sprintf("no record in ConfigMap %s, and the database changed since identity %s's migration ran (%s): "+
+			"waiting for its migration to run again on this database (the next helm upgrade or sync with the same values runs it)",
+			v.records, v.identity, v.staleJob())
 	default:
 		return fmt.Sprintf("no record in ConfigMap %s", v.records)
 	}
+}
+
+// staleJob says why a Complete Job of the identity is not about the database the pod will use (it completed
+// before the database's object was made: its records went with the old one); "" when there is none.
+func (v *view) staleJob() string {
+	for _, j := range sortedJobs(v.jobs) {
+		c := jobCondition(j, batchv1.JobComplete)
+		if c == nil || v.completedHere(j, c) {
+			continue
+		}
+		at := c.LastTransitionTime.Time
+		if j.Status.CompletionTime != nil {
+			at = j.Status.CompletionTime.Time
+		}
+		_, why := v.database.Describes("", at)
+		return "Job " + j.Name + " completed" + strings.TrimPrefix(why, "it was recorded")
+	}
+	return ""
 }
 
 // progress is the periodic progress line.

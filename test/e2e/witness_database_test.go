@@ -58,7 +58,8 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 				return
 			}
 
-			// the new pod waits, and its gate says why
+			// the new pod waits, and its gate says why (its records went with the old database's pod: the Job that
+			// completed before the database was made again names the change)
 			var held corev1.Pod
 			waitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
 				for _, p := range r.appPods(ctx, id) {
@@ -66,7 +67,7 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 						continue
 					}
 					logs, err := runStdout(env.kubectl, "logs", "-n", ns, p.Name, "-c", "wait-for-migration")
-					if err == nil && strings.Contains(logs, "the database changed since identity "+id+" was recorded") {
+					if err == nil && strings.Contains(logs, "the database changed since identity "+id) {
 						held = p
 						return true, nil
 					}
