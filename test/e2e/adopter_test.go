@@ -170,9 +170,10 @@ func seq(n int) string {
 // times, with Helm 3 and 4, a TTL on the Jobs and a long first migration: every upgrade succeeds without an
 // immutable field, and the database saw no app start before its schema.
 func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
-	t.Parallel() // in the parallel phase, with Flux, Argo CD and the gate in the app container
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, helmBin := range []string{env.helm3, env.helm4} {
 		t.Run(toolName(helmBin), func(t *testing.T) {
+			share(t, weightOne, 190*time.Second)
 			res := scenario(t, "adopter-"+toolName(helmBin), helmBin)
 			l := newLedger(t, helmBin)
 			values := func(v int, extraEnv ...map[string]any) map[string]any {
@@ -215,6 +216,7 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 // same install with the gate off (gate.mode none) and the same long migration. The app pods start at once, and
 // the database records starts that came before the schema: the check that passes above is not vacuous.
 func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
+	share(t, weightOne, 35*time.Second)
 	scenario(t, "adopter-control", env.helm4)
 	l := newLedger(t, env.helm4)
 	values := map[string]any{"schemaVersion": 1, "migrations": map[string]any{
@@ -236,6 +238,7 @@ func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
 // gated as before, and the proxy's own log shows the migration's connection. Without the sidecar the same
 // values fail the upgrade, and no pod of the new schema starts.
 func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
+	share(t, weightOne, 60*time.Second)
 	scenario(t, "migration-proxy-sidecar", env.helm4)
 	l := newLedger(t, env.helm4)
 	proxied := []map[string]any{{"name": "LEDGER_MIGRATION_DATABASE_URL", "value": "postgres://ledger:ledger-pw@127.0.0.1:6432/ledger?sslmode=disable"}}

@@ -14,6 +14,7 @@ import (
 )
 
 func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
+	share(t, weightOne, 40*time.Second)
 	res := scenario(t, "concurrent-migrations", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "lock", restricted)

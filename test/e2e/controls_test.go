@@ -12,6 +12,7 @@ import (
 // and the schema it saw, the migration's own record in the database) must report the violation; if it did
 // not, the scenarios that pass on it would prove nothing.
 func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	slow := []any{envVar("DEMO_MIGRATION_DELAY", "8s")}
 	cases := []struct {
 		name   string
@@ -38,7 +39,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
+			share(t, weightOne, 50*time.Second)
 			res := scenario(t, fmt.Sprintf("control-%d", i+1), env.kubectl)
 			ctx := context.Background()
 			ns := newNamespace(t, fmt.Sprintf("control%d", i+1), restricted)

@@ -47,6 +47,7 @@ func (r *release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
 }
 
 func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
+	share(t, weightOne, 60*time.Second)
 	res := scenario(t, "migration-pod-killed", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "kill", restricted)
@@ -84,6 +85,7 @@ func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 }
 
 func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *testing.T) {
+	share(t, weightOne, 55*time.Second)
 	res := scenario(t, "database-down", env.helm3)
 	ns := newNamespace(t, "dbdown", restricted)
 	r := newRelease(t, ns, "app", env.helm3)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -163,16 +165,32 @@ func (f fluxRelease) apply(values map[string]any) {
 	}
 }
 
+var (
+	helmReleases = schema.GroupVersionResource{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}
+	applications = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+)
+
+// getObject reads a custom resource with client-go into out: the scenarios poll these every 500 ms, where a
+// `kubectl get` would cost a quarter of the two cores (development.md).
+func getObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string, out any) {
+	t.Helper()
+	u, err := env.dynamic.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading %s %s/%s: %v", gvr.Resource, ns, name, err)
+	}
+	b, err := u.MarshalJSON()
+	if err == nil {
+		err = json.Unmarshal(b, out)
+	}
+	if err != nil {
+		t.Fatalf("decoding %s %s/%s: %v", gvr.Resource, ns, name, err)
+	}
+}
+
 func (f fluxRelease) get() helmRelease {
 	f.t.Helper()
-	out, err := runStdout(env.kubectl, "get", "helmrelease", f.name, "-n", f.ns, "-o", "json")
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	var h helmRelease
-	if err := json.Unmarshal([]byte(out), &h); err != nil {
-		f.t.Fatalf("decoding the HelmRelease: %v", err)
-	}
+	getObject(f.t, helmReleases, f.ns, f.name, &h)
 	return h
 }
 
@@ -387,6 +405,7 @@ func helmControllerRestarts(t *testing.T) int {
 // helm-controller panic (the kubelet counts a restart) instead of reporting the failure. When this test fails,
 // Flux has fixed fluxcd/helm-controller#1562 and the advice in docs/gitops.md can go.
 func fluxCrashesOnHookOutputLogs(t *testing.T) {
+	take(t, weightOne, 50*time.Second) // after its siblings: it crashes the controller they use
 	gitopsUp(t, "flux")
 	scenario(t, "flux-hook-output-logs-control", "flux")
 	ns := newNamespace(t, "fluxlogs", restricted)
@@ -420,8 +439,8 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 func TestFluxRunsTheChartWithItsDefaults(t *testing.T) {
 	t.Parallel()
 	t.Run("with a working controller", func(t *testing.T) {
-		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", parallel(fluxInstallsAndUpgradesWithItsDefaults))
-		t.Run("reports a failed migration while the old pods keep serving", parallel(fluxReportsAFailedMigration))
+		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", sharing(weightOne, 670*time.Second, fluxInstallsAndUpgradesWithItsDefaults))
+		t.Run("reports a failed migration while the old pods keep serving", sharing(weightOne, 80*time.Second, fluxReportsAFailedMigration))
 	})
 	t.Run("crashes helm-controller on a failed hook when hookOutputLogs is left on", fluxCrashesOnHookOutputLogs)
 }
@@ -489,14 +508,8 @@ func (a argoApp) apply(values map[string]any, automated bool) time.Time {
 
 func (a argoApp) get() application {
 	a.t.Helper()
-	out, err := runStdout(env.kubectl, "get", "application", a.ns, "-n", "argocd", "-o", "json")
-	if err != nil {
-		a.t.Fatal(err)
-	}
 	var app application
-	if err := json.Unmarshal([]byte(out), &app); err != nil {
-		a.t.Fatalf("decoding the Application: %v", err)
-	}
+	getObject(a.t, applications, "argocd", a.ns, &app)
 	return app
 }
 
@@ -711,20 +724,12 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 	}
 }
 
-// TestArgoCDSyncsTheChartInArgocdMode runs the Argo CD scenarios side by side (an Application and a namespace
-// each), beside the Flux scenarios and the other parallel tests.
+// TestArgoCDSyncsTheChartInArgocdMode runs the Argo CD scenarios beside each other and the other scenarios (an
+// Application and a namespace each), as the scheduler lets them (share_test.go).
 func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
 	t.Parallel()
-	t.Run("through five upgrades with automated sync, prune, self-heal and a TTL", parallel(argoSyncsFiveUpgrades))
-	t.Run("reports a failed migration and the new pods never start", parallel(argoReportsAFailedMigration))
-	t.Run("holds the new pods in a selective sync that skips the hook", parallel(argoSelectiveSyncHoldsTheNewPods))
-	t.Run("renders hook mode as an install on every sync", parallel(argoRendersHookModeAsAnInstall))
-}
-
-// parallel runs a subtest beside its siblings.
-func parallel(f func(*testing.T)) func(*testing.T) {
-	return func(t *testing.T) {
-		t.Parallel()
-		f(t)
-	}
+	t.Run("through five upgrades with automated sync, prune, self-heal and a TTL", sharing(weightOne, 960*time.Second, argoSyncsFiveUpgrades))
+	t.Run("reports a failed migration and the new pods never start", sharing(weightOne, 200*time.Second, argoReportsAFailedMigration))
+	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 205*time.Second, argoSelectiveSyncHoldsTheNewPods))
+	t.Run("renders hook mode as an install on every sync", sharing(weightOne, 200*time.Second, argoRendersHookModeAsAnInstall))
 }

@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // newNamespace creates a namespace for one scenario, with the given labels, and deletes it when the test
@@ -101,15 +100,34 @@ func mustRun(t *testing.T, bin string, args ...string) string {
 	return out
 }
 
-// waitUntil polls cond every interval until it returns true, an error, or timeout passes.
+// waitUntil polls cond until it returns true, an error, or timeout passes. Between two polls it waits
+// pollInterval of what the last poll took: a client-go read polls every 500 ms, a `kubectl exec psql` about
+// every 2 s, so that no condition spends the machine's cores on being asked (development.md).
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, cond)
-	if err != nil {
+	for {
+		start := time.Now()
+		done, err := cond(ctx)
+		if err == nil && done {
+			return
+		}
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-time.After(pollInterval(time.Since(start))):
+				continue
+			}
+		}
 		t.Fatalf("waiting %s for %s: %v", timeout, what, err)
 	}
+}
+
+// pollInterval is the wait after a poll that took took: four times as long, within [500 ms, 5 s].
+func pollInterval(took time.Duration) time.Duration {
+	return min(max(4*took, 500*time.Millisecond), 5*time.Second)
 }
 
 // assertNoPodSecurityRejections fails the test when the restricted namespace refused any pod.

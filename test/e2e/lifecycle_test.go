@@ -185,9 +185,10 @@ func (r *release) job(ctx context.Context, name string) *batchv1.Job {
 // Issue: a reinstall after an uninstall (same values, so the same identity) must wait for its own migration on
 // its new database, never for what the earlier install left behind.
 func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
+			share(t, weightOne, 120*time.Second)
 			res := scenario(t, "reinstall-"+h.name, h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "reinst-"+h.name, restricted)
@@ -230,9 +231,10 @@ func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *tes
 // Issue: migrations enabled on a release installed without them, and a records ConfigMap deleted by hand,
 // both end in a working upgrade; the ConfigMap the gate creates is adopted by Helm and goes with the release.
 func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgrade(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
+			share(t, weightOne, 90*time.Second)
 			res := scenario(t, "enable-later-"+h.name, h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "later-"+h.name, restricted)
@@ -295,9 +297,10 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 // against the newer schema. The demo refuses a database newer than itself (as Alembic or golang-migrate do),
 // so only the skip keeps the rollback healthy; the negative control shows the refusal is real.
 func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
+			share(t, weightOne, 100*time.Second)
 			res := scenario(t, "job-mode-rollback-"+h.name, h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "jrb-"+h.name, restricted)
@@ -361,6 +364,7 @@ func jobFailed(j *batchv1.Job) bool {
 
 // Issue: a GitOps revert after the old Job's TTL removed it re-creates that Job; it must not run again.
 func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
+	share(t, weightOne, 50*time.Second)
 	res := scenario(t, "gitops-revert-ttl", env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "revert", restricted)
@@ -398,6 +402,7 @@ func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 // Issue: the first install with the embedded database waits for PostgreSQL, whatever the migration's own
 // retry: a migration that gives up after 1 s still succeeds when PostgreSQL takes 60 s to come up.
 func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing.T) {
+	share(t, weightOne, 75*time.Second)
 	res := scenario(t, "slow-database", env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "slowdb", restricted)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -22,6 +23,7 @@ import (
 var env struct {
 	kubeconfig string
 	client     kubernetes.Interface
+	dynamic    dynamic.Interface // for the custom resources of Flux and Argo CD
 	repoRoot   string
 	chart      string
 	example    string
@@ -34,10 +36,8 @@ var env struct {
 	createdCluster bool
 }
 
-// The scenarios of witness_*_test.go run one after the other, before the parallel phase: run in parallel, they
-// shared the two cores with the upgrades under load, whose requests then timed out (7430 of 28681 failed in a
-// fresh-clone run of 2026-12-01, where the upgrades started 27 min into the cluster tests). The upgrades under
-// load run before the parallel phase too, Helm 3 and Helm 4 side by side and nothing else (upgrades_test.go).
+// Every scenario runs in parallel, as much at once as the scheduler of share_test.go lets it: heavy and whole-
+// cluster scenarios first, then the light ones, four at a time.
 
 // helperTests are the tests that record no scenario: the report does not list them, and go test's own exit
 // code, which the verdict takes in, covers them. Every other test must call scenario() (verdict.CheckTests).
@@ -181,6 +181,9 @@ func setup() error {
 	env.client, err = kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)
+	}
+	if env.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return fmt.Errorf("building a dynamic client: %w", err)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -57,9 +58,10 @@ func previousChart(t *testing.T) (string, string) {
 // A release of the previous chart version upgrades to this one: the records ConfigMap, a pre-install hook
 // there, becomes a release object here (gate run gives it the release's metadata and Helm adopts it).
 func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
+			share(t, weightOne, 105*time.Second)
 			res := scenario(t, "upgrade-from-previous-"+h.name, h.bin)
 			ctx := context.Background()
 			chart, version := previousChart(t)

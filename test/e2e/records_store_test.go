@@ -24,9 +24,10 @@ func forceFlag(helmBin string) []string {
 // there would have gone the same way. A forced rollback then runs no hook (its pods start on their record), and
 // a forced revert through an upgrade runs the hook, which must find the record and run nothing.
 func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
+			share(t, weightOne, 110*time.Second)
 			res := scenario(t, "force-upgrade-"+h.name, h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "force-"+h.name, restricted)
@@ -101,9 +102,10 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 // it outlives the release with it, and the reinstall's migration Job finds its identity recorded on this
 // database and runs nothing.
 func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
-			t.Parallel()
+			share(t, weightOne, 95*time.Second)
 			res := scenario(t, "reinstall-kept-database-"+h.name, h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "kept-"+h.name, restricted)

@@ -79,6 +79,7 @@ func (r *release) jobs(ctx context.Context) []batchv1.Job {
 }
 
 func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *testing.T) {
+	share(t, weightOne, 115*time.Second)
 	res := scenario(t, "job-mode-kubectl-apply", env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "apply", restricted)
@@ -151,6 +152,7 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 }
 
 func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWorks(t *testing.T) {
+	share(t, weightAll(), 45*time.Second)
 	res := scenario(t, "failed-migration", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "fail", restricted)
@@ -212,6 +214,7 @@ func (r *release) jobIdentity(ctx context.Context) string {
 }
 
 func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testing.T) {
+	share(t, weightOne, 45*time.Second)
 	res := scenario(t, "destructive-migration", env.helm4)
 	ns := newNamespace(t, "destr", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
@@ -247,6 +250,7 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 }
 
 func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
+	share(t, weightOne, 55*time.Second)
 	scenario(t, "gate-rbac", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "rbac", restricted)
@@ -326,6 +330,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 }
 
 func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
+	share(t, weightAll(), 80*time.Second)
 	res := scenario(t, "rollback", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "rollback", restricted)

@@ -30,6 +30,7 @@ func restrictedPod(spec corev1.PodSpec) corev1.PodSpec {
 }
 
 func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
+	share(t, weightOne, 10*time.Second)
 	ns := newNamespace(t, "smoke", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	ctx := context.Background()
 	start := time.Now()

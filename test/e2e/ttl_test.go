@@ -11,6 +11,7 @@ import (
 )
 
 func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testing.T) {
+	share(t, weightOne, 40*time.Second)
 	res := scenario(t, "ttl-succeeded", env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "ttl", restricted)
@@ -59,6 +60,7 @@ func podReady(p corev1.Pod) bool {
 }
 
 func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
+	share(t, weightOne, 65*time.Second)
 	res := scenario(t, "ttl-failed", env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "ttlfail", restricted)
@@ -114,6 +116,7 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 // found" (Helm 3 waits for a release Job that the TTL already deleted). The install's plain Job carries no TTL:
 // the next upgrade removes it; the hook Jobs of upgrades keep the TTL.
 func TestAFirstInstallWithATTLOfZeroPassesHelm3WaitForJobs(t *testing.T) {
+	share(t, weightOne, 35*time.Second)
 	res := scenario(t, "ttl-zero-wait-for-jobs", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "ttl0", restricted)

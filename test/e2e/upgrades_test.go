@@ -53,11 +53,12 @@ func upgradeCount() int {
 	return len(upgradeSteps)
 }
 
-// The upgrades under load run on their own, before the parallel phase (no t.Parallel at the top): their load
+// The upgrades under load take the whole cluster, Helm 3 and Helm 4 side by side and nothing else: their load
 // counts every failed request, and beside Argo CD, Flux and the adopter on two cores the requests timed out for
 // want of CPU (5391 of 22726 failed in CI on 2026-12-01, the database's pod unready for minutes), which says
-// nothing about the schema.
+// nothing about the schema. The parent holds the weight until both subtests end.
 func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchema(t *testing.T) {
+	share(t, weightAll(), 435*time.Second)
 	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load

@@ -20,6 +20,7 @@ import (
 // The gate's record writes and its watch, against the real API server: the fake clientset of the unit tests
 // ignores resourceVersions on update and field selectors, the two things these protections rest on.
 func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
+	share(t, weightOne, 20*time.Second)
 	scenario(t, "records-and-watch-on-a-real-api-server", "")
 	ns := newNamespace(t, "apiserver", restricted)
 	ctx := context.Background()

@@ -19,6 +19,7 @@ import (
 // the migration again on the new database. The control is the same steps with the binding switched off: the
 // witness (the app's own row in the new database) must see a pod start on the empty schema.
 func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigratesIt(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, c := range []struct {
 		name, scenario string
 		bound          bool
@@ -27,7 +28,7 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 		{name: "records not bound: the control", scenario: "database-reset-embedded-control", bound: false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel() // the two side by side, in the sequential phase
+			share(t, weightOne, 90*time.Second)
 			res := scenario(t, c.scenario, env.helm3)
 			ctx := context.Background()
 			ns := newNamespace(t, "dbreset", restricted)
@@ -159,6 +160,7 @@ func (r *release) onlyCurrentPods(ctx context.Context, id string, n int) {
 // ledger in the fresh database) shows no start before its schema. The example chart binds its records to the
 // URL through the library's database.urlSecretName; the embedded scenario above is the control of the rule.
 func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMigratesIt(t *testing.T) {
+	share(t, weightOne, 50*time.Second)
 	res := scenario(t, "database-replaced-external", env.helm4)
 	l := newLedger(t, env.helm4)
 	values := map[string]any{"schemaVersion": 2}

@@ -17,6 +17,7 @@ import (
 // controls_test.go trip the first; this one trips only the third, which is the sole detector when an
 // identity changes without a schema change (an env-only change: half of the upgrade steps).
 func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *testing.T) {
+	share(t, weightOne, 50*time.Second)
 	res := scenario(t, "control-time-clause", env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "controltime", restricted)
@@ -90,6 +91,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 // and only the gate stands between them and the old schema. The next upgrade with hooks migrates and
 // releases them.
 func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *testing.T) {
+	share(t, weightOne, 60*time.Second)
 	res := scenario(t, "no-hooks-upgrade", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "nohooks", restricted)

@@ -20,6 +20,7 @@ import (
 // half-migrated schema, and every retry would skip the rest. The database, not the gate, says what was applied.
 // The pod is deleted once the migration holds the migrations' lock, so the signal lands mid-run on any machine.
 func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T) {
+	share(t, weightOne, 35*time.Second)
 	res := scenario(t, "signalled-migration", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "signalled", restricted)
@@ -79,6 +80,7 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 // identity already ran, so it must run nothing: a re-created Job of a recorded identity (a rollback, a revert,
 // a TTL) would otherwise run an older migration against a newer schema.
 func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
+	share(t, weightOne, 150*time.Second)
 	res := scenario(t, "records-unreadable", env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "unreadable", restricted)
@@ -144,6 +146,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 // record was pruned. Its re-created Job must refuse to run it (an older migration on a newer schema), naming
 // the value to raise, and its pods must fail at once with that reason instead of waiting for the timeout.
 func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
+	share(t, weightOne, 40*time.Second)
 	res := scenario(t, "rollback-past-kept-records", env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "pruned", restricted)
