@@ -118,7 +118,7 @@ func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 
 func (l *ledger) psql(query string) string {
 	l.t.Helper()
-	out, err := runStdout(env.kubectl, "exec", "-n", l.ns, "ledger-db", "--", "psql", "-U", "ledger", "-d", l.db, "-Atc", query)
+	out, err := podExec(l.ns, "ledger-db", "psql", "-U", "ledger", "-d", l.db, "-Atc", query)
 	if err != nil {
 		l.t.Fatal(err)
 	}

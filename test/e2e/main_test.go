@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/premigrate/premigrate/internal/kindcluster"
@@ -23,6 +24,7 @@ import (
 var env struct {
 	kubeconfig string
 	client     kubernetes.Interface
+	restConfig *rest.Config
 	dynamic    dynamic.Interface // for the custom resources of Flux and Argo CD
 	repoRoot   string
 	chart      string
@@ -178,6 +180,7 @@ func setup() error {
 		return fmt.Errorf("loading %s: %w", env.kubeconfig, err)
 	}
 	cfg.QPS, cfg.Burst = 50, 100
+	env.restConfig = cfg
 	env.client, err = kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)

@@ -97,8 +97,7 @@ func (r *release) mustDeploy(values map[string]any, extra ...string) (string, ti
 // psql runs a query in the embedded PostgreSQL and returns its unaligned output.
 func (r *release) psql(query string) string {
 	r.t.Helper()
-	out, err := runStdout(env.kubectl, "exec", "-n", r.ns, r.fullname()+"-postgresql-0", "--",
-		"psql", "-U", "premigrate", "-d", "premigrate", "-Atc", query)
+	out, err := podExec(r.ns, r.fullname()+"-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate", "-Atc", query)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -40,8 +40,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 	// finish 25 s late, as a slow data migration would, while the ungated pods start at once.
 	held := make(chan error, 1)
 	go func() {
-		_, err := runStdout(env.kubectl, "exec", "-n", ns, r.fullname()+"-postgresql-0", "--", "psql", "-U", "premigrate",
-			"-d", "premigrate", "-Atc", fmt.Sprintf("select pg_advisory_lock(%d); select pg_sleep(25)", migrate.LockKey))
+		_, err := podExec(ns, r.fullname()+"-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate", "-Atc", fmt.Sprintf("select pg_advisory_lock(%d); select pg_sleep(25)", migrate.LockKey))
 		held <- err
 	}()
 	waitUntil(t, "the migration lock to be held", time.Minute, func(context.Context) (bool, error) {
