@@ -49,7 +49,8 @@ Environment:
   DATABASE_URL          PostgreSQL connection URL (required)
   DEMO_VERSION          the schema version this binary is built for (default 1)
   LISTEN_ADDR           address to listen on (default :8080)
-  SHUTDOWN_DELAY        how long to keep serving after SIGTERM, not ready (default 5s)
+  SHUTDOWN_DELAY        how long to keep serving after SIGTERM, not ready (default 10s: longer than
+                        a busy node takes to drop the pod from its Service's endpoints)
   POD_NAME              pod name recorded in demo_pod_starts (default: HOSTNAME, else the host
                         name of the system)
   PREMIGRATE_IDENTITY   migration identity recorded in demo_pod_starts (default: NULL)
@@ -70,6 +71,11 @@ type serveSettings struct {
 	identity    string
 }
 
+// defaultShutdownDelay is how long serve keeps answering after SIGTERM. 5 s was too short once: in a
+// fresh-clone run on two saturated cores (2026-12-02) a request of the upgrades under load was refused 5 s after
+// SIGTERM, the Service's endpoint still pointing at the closed listener; 10 s is the margin.
+const defaultShutdownDelay = 10 * time.Second
+
 func readServeSettings(getenv func(string) string) (serveSettings, error) {
 	s := serveSettings{addr: getenv("LISTEN_ADDR"), pod: podName(getenv), identity: getenv("PREMIGRATE_IDENTITY")}
 	var errs []error
@@ -78,7 +84,7 @@ func readServeSettings(getenv func(string) string) (serveSettings, error) {
 	errs = append(errs, err)
 	s.appVersion, err = intSetting(getenv, "DEMO_VERSION", 1, 1)
 	errs = append(errs, err)
-	s.delay, err = durationSetting(getenv, "SHUTDOWN_DELAY", 5*time.Second)
+	s.delay, err = durationSetting(getenv, "SHUTDOWN_DELAY", defaultShutdownDelay)
 	errs = append(errs, err)
 	if s.addr == "" {
 		s.addr = ":8080"

@@ -173,7 +173,7 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, helmBin := range []string{env.helm3, env.helm4} {
 		t.Run(toolName(helmBin), func(t *testing.T) {
-			share(t, weightOne, 190*time.Second)
+			share(t, weightOne, 180*time.Second)
 			res := scenario(t, "adopter-"+toolName(helmBin), helmBin)
 			l := newLedger(t, helmBin)
 			values := func(v int, extraEnv ...map[string]any) map[string]any {

@@ -13,7 +13,7 @@ import (
 // `helm test`. Its upgrade step (from a git branch) is not used: the upgrade from the previous release is the
 // scenario upgrade-from-previous-*, which fails when that release cannot be found.
 func TestChartTestingInstallsAndUpgradesEveryCIValuesFile(t *testing.T) {
-	share(t, weightOne, 135*time.Second)
+	share(t, weightOne, 180*time.Second)
 	res := scenario(t, "ct-install", filepath.Join(env.repoRoot, "bin", "ct"))
 	args := []string{"install", "--config", filepath.Join(env.repoRoot, "ct.yaml"), "--charts", env.chart, "--upgrade=false"}
 	cmd := exec.Command(filepath.Join(env.repoRoot, "bin", "ct"), args...)

@@ -405,7 +405,7 @@ func helmControllerRestarts(t *testing.T) int {
 // helm-controller panic (the kubelet counts a restart) instead of reporting the failure. When this test fails,
 // Flux has fixed fluxcd/helm-controller#1562 and the advice in docs/gitops.md can go.
 func fluxCrashesOnHookOutputLogs(t *testing.T) {
-	take(t, weightOne, 50*time.Second) // after its siblings: it crashes the controller they use
+	take(t, weightOne, 80*time.Second) // after its siblings: it crashes the controller they use
 	gitopsUp(t, "flux")
 	scenario(t, "flux-hook-output-logs-control", "flux")
 	ns := newNamespace(t, "fluxlogs", restricted)
@@ -439,8 +439,8 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 func TestFluxRunsTheChartWithItsDefaults(t *testing.T) {
 	t.Parallel()
 	t.Run("with a working controller", func(t *testing.T) {
-		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", sharing(weightOne, 670*time.Second, fluxInstallsAndUpgradesWithItsDefaults))
-		t.Run("reports a failed migration while the old pods keep serving", sharing(weightOne, 80*time.Second, fluxReportsAFailedMigration))
+		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgradesWithItsDefaults))
+		t.Run("reports a failed migration while the old pods keep serving", sharing(weightOne, 70*time.Second, fluxReportsAFailedMigration))
 	})
 	t.Run("crashes helm-controller on a failed hook when hookOutputLogs is left on", fluxCrashesOnHookOutputLogs)
 }
@@ -728,8 +728,8 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 // Application and a namespace each), as the scheduler lets them (share_test.go).
 func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
 	t.Parallel()
-	t.Run("through five upgrades with automated sync, prune, self-heal and a TTL", sharing(weightOne, 960*time.Second, argoSyncsFiveUpgrades))
-	t.Run("reports a failed migration and the new pods never start", sharing(weightOne, 200*time.Second, argoReportsAFailedMigration))
-	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 205*time.Second, argoSelectiveSyncHoldsTheNewPods))
-	t.Run("renders hook mode as an install on every sync", sharing(weightOne, 200*time.Second, argoRendersHookModeAsAnInstall))
+	t.Run("through five upgrades with automated sync, prune, self-heal and a TTL", sharing(weightOne, 290*time.Second, argoSyncsFiveUpgrades))
+	t.Run("reports a failed migration and the new pods never start", sharing(weightOne, 120*time.Second, argoReportsAFailedMigration))
+	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods))
+	t.Run("renders hook mode as an install on every sync", sharing(weightOne, 65*time.Second, argoRendersHookModeAsAnInstall))
 }

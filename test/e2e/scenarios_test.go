@@ -79,7 +79,7 @@ func (r *release) jobs(ctx context.Context) []batchv1.Job {
 }
 
 func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *testing.T) {
-	share(t, weightOne, 115*time.Second)
+	share(t, weightOne, 210*time.Second)
 	res := scenario(t, "job-mode-kubectl-apply", env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "apply", restricted)

@@ -48,7 +48,7 @@ func capacityFromEnv() int {
 }
 
 // share runs the test t beside the others (t.Parallel) once weight of the cluster is free; typical is how long
-// the scenario runs on this machine type. Call it first, before scenario(), so that the time in the queue is
+// the scenario runs on this machine type (its WALL in the report of a fresh-clone run, 2026-12-02). Call it first, before scenario(), so that the time in the queue is
 // not counted as the scenario's. Only leaves take weight: a test whose subtests share must not.
 func share(t *testing.T, weight int, typical time.Duration) {
 	t.Helper()

@@ -58,7 +58,7 @@ func upgradeCount() int {
 // want of CPU (5391 of 22726 failed in CI on 2026-12-01, the database's pod unready for minutes), which says
 // nothing about the schema. The parent holds the weight until both subtests end.
 func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchema(t *testing.T) {
-	share(t, weightAll(), 435*time.Second)
+	share(t, weightAll(), 380*time.Second)
 	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load

@@ -14,7 +14,7 @@ import (
 // container (3 x 10 s), so the derived startup probe must keep the kubelet from restarting the waiting container. The witness (the app's
 // own start, the database's migration runs) proves no app process started before its migration.
 func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T) {
-	share(t, weightOne, 180*time.Second)
+	share(t, weightOne, 155*time.Second)
 	res := scenario(t, "gate-wait-in-app", env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "waitin", restricted)
@@ -69,7 +69,7 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 // of the derived startup probe: the same 45 s migration with a startup probe that succeeds at once (the gate
 // binary's `version`) lets the liveness probe run while the gate waits, and the kubelet restarts the container.
 func TestWithoutAStartupProbeCoveringTheWaitTheLivenessProbeRestartsTheWaitingAppContainer(t *testing.T) {
-	share(t, weightOne, 115*time.Second)
+	share(t, weightOne, 130*time.Second)
 	res := scenario(t, "gate-wait-in-app-control", env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "waitinctl", restricted)
