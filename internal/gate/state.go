@@ -88,7 +88,9 @@ func sortedJobs(jobs map[string]*batchv1.Job) []*batchv1.Job {
 // name, of this identity) completed on this database; failed when that Job is
 // Failed and the ConfigMap (read successfully) has no record; else wait.
 func (v *view) decide() verdict {
-	if v.configMap != nil {
+	// The release's ConfigMap stands in for the store only once the store is known to be absent: until its
+	// first list answers, a record in the release's ConfigMap may be one the store has already superseded.
+	if v.cmKnown && v.configMap != nil {
 		if e, found, err := record.Lookup(v.configMap.Data, v.identity); found {
 			if err != nil || v.recordedHere(e) {
 				return verdict{outcome: Succeeded, record: &e, recErr: err}
