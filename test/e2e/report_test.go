@@ -41,7 +41,7 @@ var expectedScenarios = []string{
 	"enable-later-helm3", "enable-later-helm4", "failed-migration", "gate-rbac", "gate-wait-in-app", "gate-wait-in-app-control", "gitops-revert-ttl",
 	"job-mode-kubectl-apply", "job-mode-rollback-helm3", "job-mode-rollback-helm4", "migration-pod-killed",
 	"reinstall-helm3", "reinstall-helm4", "reinstall-kept-database-helm3", "reinstall-kept-database-helm4",
-	"force-upgrade-helm3", "force-upgrade-helm4", "rollback", "slow-database", "ttl-failed", "ttl-succeeded", "ttl-zero-wait-for-jobs",
+	"force-upgrade-helm3", "force-upgrade-helm4", "helm-timeout-helm3", "helm-timeout-helm4", "rollback", "slow-database", "ttl-failed", "ttl-succeeded", "ttl-zero-wait-for-jobs",
 	"upgrades-helm3", "upgrades-helm4",
 	"flux-upgrades", "flux-failed-migration", "flux-hook-output-logs-control",
 	"argocd-upgrades", "argocd-failed-migration", "argocd-selective-sync", "argocd-hook-mode",

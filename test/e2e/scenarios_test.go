@@ -293,9 +293,14 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 		// the store that keeps the records, read-only, by name
 		{"get", store, "", "yes"}, {"watch", store, "", "yes"}, {"update", store, "", "no"}, {"delete", store, "", "no"},
 	})
-	// the migration's ServiceAccount exists only while the hooks run (hook-succeeded): bound to nothing now
-	if _, err := env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the migration's ServiceAccount outlived the hooks (err %v)", err)
+	// the migration's ServiceAccount outlives the hooks only as a hook the records ConfigMap owns (uninstall
+	// takes it); the first upgrade after the install deletes it with the install's release object of its name
+	if sa, err := env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{}); err == nil {
+		if o := sa.OwnerReferences; len(o) != 1 || o[0].Name != r.anchorName() {
+			t.Errorf("the migration's ServiceAccount outlived the hooks owned by %v, want the records ConfigMap %s", o, r.anchorName())
+		}
+	} else if !apierrors.IsNotFound(err) {
+		t.Errorf("reading the migration's ServiceAccount: %v", err)
 	}
 	// its Role, as the job-mode release renders it: the records ConfigMap by name, create (which RBAC cannot
 	// limit to a name), nothing else

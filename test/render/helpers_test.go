@@ -189,6 +189,9 @@ func renderValues(o renderOptions) (*result, error) {
 	return decode(files)
 }
 
+// recordsUID is the UID of the records ConfigMap an upgrade finds.
+const recordsUID = "3f1c7e0a-records-uid"
+
 // ownedRecords is the records ConfigMap of release name as an install leaves it: a release object.
 func ownedRecords(name, records string) *corev1.ConfigMap {
 	if records == "" {
@@ -199,7 +202,7 @@ func ownedRecords(name, records string) *corev1.ConfigMap {
 		records = fullname + "-migrations"
 	}
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: records, Namespace: namespace,
+		Name: records, Namespace: namespace, UID: recordsUID,
 		Labels:      map[string]string{"app.kubernetes.io/managed-by": "Helm"},
 		Annotations: map[string]string{"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": namespace},
 	}}

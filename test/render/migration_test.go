@@ -280,7 +280,7 @@ migration:
 		mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")
 	})
 
-	t.Run("beside a hook Job the support objects are hooks deleted once the hooks ran, and the records are a release object", func(t *testing.T) {
+	t.Run("beside a hook Job the support objects are hooks that outlive Helm's timeout, owned by the records, and the records are a release object", func(t *testing.T) {
 		for _, tc := range []struct {
 			name, values  string
 			upgrade, hook bool
@@ -293,17 +293,28 @@ migration:
 		} {
 			r := render(t, renderOptions{values: tc.values, upgrade: tc.upgrade})
 			want := map[string]string{}
+			var wantOwners []metav1.OwnerReference
 			if tc.hook {
+				// only before-hook-creation: Helm deletes hook-succeeded and hook-failed hooks when its
+				// --timeout expires on the Job, which runs on and must still be able to record itself
 				want = map[string]string{
 					"helm.sh/hook":               "pre-upgrade",
 					"helm.sh/hook-weight":        "-10",
-					"helm.sh/hook-delete-policy": "before-hook-creation,hook-succeeded,hook-failed",
+					"helm.sh/hook-delete-policy": "before-hook-creation",
 				}
+				// hooks are no release objects: the records ConfigMap takes them with it on helm uninstall
+				wantOwners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: fullname + "-migrations", UID: recordsUID}}
 			}
 			for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
 				o, _ := r.find(kind, fullname+"-migrate")
 				if got := hookAnnotations(o.meta.GetAnnotations()); !reflect.DeepEqual(got, want) {
 					t.Errorf("%s: %s hook annotations %v, want %v", tc.name, kind, got, want)
+				}
+				if got := o.meta.GetOwnerReferences(); !reflect.DeepEqual(got, wantOwners) {
+					t.Errorf("%s: %s owners %v, want %v", tc.name, kind, got, wantOwners)
+				}
+				if a := o.meta.GetAnnotations(); tc.hook && (a["meta.helm.sh/release-name"] != releaseName || a["meta.helm.sh/release-namespace"] != namespace) {
+					t.Errorf("%s: %s hook lacks Helm's ownership annotations (a rollback to the install's revision could not adopt it): %v", tc.name, kind, a)
 				}
 			}
 			cm := mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")

@@ -126,6 +126,10 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- $kind = "plain" -}}
 {{- end -}}
 {{- $_ = set $c "jobKind" $kind -}}
+{{- $_ = set $c "recordsUID" "" -}}
+{{- if eq $kind "hook" -}}
+{{- $_ = set $c "recordsUID" (dig "metadata" "uid" "" (lookup "v1" "ConfigMap" $root.Release.Namespace $c.recordsName)) -}}
+{{- end -}}
 {{- $_ = set $c "jobName" (ternary (printf "%s-%s" $c.migrateName $c.identity) $c.migrateName (eq $kind "plain")) -}}
 {{- $_ = set $c "gateEnabled" (and $c.enabled (eq $gate.mode "watch")) -}}
 {{- end }}
@@ -243,15 +247,36 @@ argocd.argoproj.io/sync-wave: {{ .wave | quote }}
 
 {{/*
 Annotations of the migration's ServiceAccount, Role and RoleBinding. When the Job is a Helm hook they are
-hooks too (a hook runs before the release's objects are updated), deleted once the hooks ran, whether they
-succeeded or failed, so that nothing of them outlives the release. Else release objects; argocd: wave -1.
+hooks too (a hook runs before the release's objects are updated), replaced by the next upgrade's hooks
+(`before-hook-creation`) but never deleted once the hooks ran: Helm deletes hooks with `hook-succeeded` or
+`hook-failed` when its --timeout expires on the Job (it gives up, the Job runs on), and a migration that
+finishes after that could not record itself. They carry Helm's ownership annotations, so a rollback to a
+revision where they are release objects adopts them, and the records ConfigMap owns them (supportOwner), so
+helm uninstall takes them with it. Else release objects; argocd: wave -1.
 */}}
 {{- define "premigrate-lib.supportAnnotations" -}}
 {{- if eq .jobKind "hook" -}}
 helm.sh/hook: pre-upgrade
 helm.sh/hook-weight: "-10"
-helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded,hook-failed
+helm.sh/hook-delete-policy: before-hook-creation
+meta.helm.sh/release-name: {{ .root.Release.Name }}
+meta.helm.sh/release-namespace: {{ .root.Release.Namespace }}
 {{- else -}}
 {{- include "premigrate-lib.syncWaveOf" (dict "c" . "wave" "-1") -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The owner of the migration's ServiceAccount, Role and RoleBinding when they are hooks: the release's records
+ConfigMap, as the cluster has it (a hook Job finds it: an upgrade), so that helm uninstall, which deletes it,
+garbage-collects them. Nothing otherwise.
+*/}}
+{{- define "premigrate-lib.supportOwner" -}}
+{{- if and (eq .jobKind "hook") .recordsUID -}}
+ownerReferences:
+  - apiVersion: v1
+    kind: ConfigMap
+    name: {{ .recordsName }}
+    uid: {{ .recordsUID }}
 {{- end -}}
 {{- end }}

@@ -38,6 +38,9 @@ metadata:
   name: {{ $c.migrateName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- with include "premigrate-lib.supportOwner" $c }}
+  {{- . | nindent 2 }}
+  {{- end }}
   {{- $annotations := merge (dict) (include "premigrate-lib.supportAnnotations" $c | fromYaml) $c.serviceAccountAnnotations }}
   {{- with $annotations }}
   annotations:
@@ -61,6 +64,9 @@ metadata:
   name: {{ $c.migrateName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- with include "premigrate-lib.supportOwner" $c }}
+  {{- . | nindent 2 }}
+  {{- end }}
   {{- with include "premigrate-lib.supportAnnotations" $c }}
   annotations:
     {{- . | nindent 4 }}
@@ -122,6 +128,9 @@ metadata:
   name: {{ $c.migrateName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- with include "premigrate-lib.supportOwner" $c }}
+  {{- . | nindent 2 }}
+  {{- end }}
   {{- with include "premigrate-lib.supportAnnotations" $c }}
   annotations:
     {{- . | nindent 4 }}

@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Issue: Helm's --timeout (5 minutes by default) can end before the migration (activeDeadlineSeconds 900 s by
+// default). Helm then fails the upgrade and deletes the hooks it may delete, but the Job runs on. Up to chart
+// 0.3.0 the migration's ServiceAccount, Role and RoleBinding were among them (hook-succeeded): the migration
+// finished and could not record itself, so the next upgrade ran it again. They are now replaced by the next
+// upgrade's hooks only, owned by the records ConfigMap, and carry Helm's ownership so that a rollback to the
+// install's revision, where they are release objects, adopts them.
+func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNothing(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			share(t, weightOne, 150*time.Second)
+			res := scenario(t, "helm-timeout-"+h.name, h.bin)
+			ctx := context.Background()
+			ns := newNamespace(t, "timeout-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			r.mustDeploy(baseValues())
+			first := r.appIdentity(ctx)
+
+			// the v2 migration takes 40 s; Helm waits 15 s for it
+			slow := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+				"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "40s")}}})
+			out, d, err := r.deploy(slow, "--timeout", "15s")
+			gaveUp := time.Now()
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			if err == nil {
+				t.Fatalf("the upgrade with a 15 s timeout succeeded in %s; the scenario needs Helm to give up on the migration:\n%s", d, out)
+			}
+			second := r.job(ctx, r.fullname()+"-migrate").Labels["premigrate.io/identity"]
+			if second == "" || second == first {
+				t.Fatalf("the hook Job has identity %q after the failed upgrade, want the v2 migration's (not %s)", second, first)
+			}
+			waitUntil(t, "the v2 migration to finish after Helm gave up, and to record itself", 3*time.Minute, func(ctx context.Context) (bool, error) {
+				_, ok := r.records(ctx)[second]
+				return ok, nil
+			})
+			finished, ok := r.migrationFinished(second)
+			if !ok || !finished.After(gaveUp) {
+				t.Fatalf("the database has the v2 migration finished at %s (found %v), want after Helm gave up at %s: the scenario proves nothing",
+					finished.Format(time.RFC3339Nano), ok, gaveUp.Format(time.RFC3339Nano))
+			}
+
+			// the same values again: the migration ran on this database, nothing runs twice
+			_, d = r.mustDeploy(slow)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades = 2
+			if got := r.appIdentity(ctx); got != second {
+				t.Fatalf("after the second upgrade the Deployment has identity %s, want %s", got, second)
+			}
+			r.assertWitness(ctx, second)
+			if runs := r.psqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", second)); runs != 1 {
+				t.Errorf("the v2 migration ran %d times on the database, want once", runs)
+			}
+
+			// the hooks outlived the upgrade; uninstall takes them with the records ConfigMap
+			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.anchorName(), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for kind, get := range map[string]func() (metav1.Object, error){
+				"ServiceAccount": func() (metav1.Object, error) {
+					return env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+				},
+				"Role": func() (metav1.Object, error) {
+					return env.client.RbacV1().Roles(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+				},
+				"RoleBinding": func() (metav1.Object, error) {
+					return env.client.RbacV1().RoleBindings(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+				},
+			} {
+				o, err := get()
+				if err != nil {
+					t.Errorf("the migration's %s after the upgrade: %v", kind, err)
+					continue
+				}
+				if owners := o.GetOwnerReferences(); len(owners) != 1 || owners[0].UID != anchor.UID {
+					t.Errorf("the migration's %s is owned by %v, want the records ConfigMap %s (uid %s)", kind, owners, anchor.Name, anchor.UID)
+				}
+			}
+
+			// a rollback to the install's revision, where those objects are release objects: Helm adopts them
+			start := time.Now()
+			out, err = runCLI(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+			if err != nil || strings.Contains(out, "cannot be imported") {
+				t.Fatalf("%s rollback to the install's revision: %v\n%s", h.name, err, out)
+			}
+			if got := r.appIdentity(ctx); got != first {
+				t.Fatalf("after the rollback the Deployment has identity %s, want the install's %s", got, first)
+			}
+			r.rolledOut(2 * time.Minute)
+			if runs := r.psqlInt("select count(*) from demo_migrate_runs"); runs != 2 {
+				t.Errorf("%d migration runs after the rollback, want 2 (the install's and v2's)", runs)
+			}
+			r.uninstall()
+			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
+				"PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0": true,
+				"Secret/" + r.fullname() + "-postgresql":                       true,
+				"ConfigMap/" + r.storeName():                                   true,
+			})
+		})
+	}
+}
