@@ -165,6 +165,7 @@ func TestTheLibraryChecksItsOwnValues(t *testing.T) {
 		{"migrations: {pod: {sidecars: [{name: p, image: x}]}}\n", "pod.sidecars[p] needs restartPolicy: Always"},
 		{"migrations: {database: {object: secret/db}}\n", `database.object "secret/db" must be pod/NAME or persistentvolumeclaim/NAME`},
 		{"migrations: {database: {urlSecretName: db}}\n", `database.urlSecretName ("db") and database.urlSecretKey ("") go together`},
+		{"migrations: {hookWeight: -10}\n", "hookWeight -10 must be above -10"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

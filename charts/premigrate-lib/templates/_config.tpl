@@ -213,6 +213,9 @@ Checks of the values. Argument: the resolved configuration.
 {{- if ne (empty .database.urlSecretName) (empty .database.urlSecretKey) -}}
 {{- fail (printf "premigrate-lib: database.urlSecretName (%q) and database.urlSecretKey (%q) go together: the key of the database URL in that Secret, whose hash names the database the records are bound to" .database.urlSecretName .database.urlSecretKey) -}}
 {{- end -}}
+{{- if le (int .hookWeight) -10 -}}
+{{- fail (printf "premigrate-lib: hookWeight %v must be above -10: the migration's ServiceAccount, Role and RoleBinding hooks have weight -10 and must be created before the Job (a Job created first has no ServiceAccount for its pod, and every upgrade hangs until --timeout)" .hookWeight) -}}
+{{- end -}}
 {{- range .pod.sidecars -}}
 {{- if ne (toString .restartPolicy) "Always" -}}
 {{- fail (printf "premigrate-lib: pod.sidecars[%s] needs restartPolicy: Always (a native sidecar): the Job completes when the migrate container exits, and a sidecar without it would keep the pod running" (toString .name)) -}}
