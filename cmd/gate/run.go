@@ -29,7 +29,7 @@ type runOptions struct {
 func (o *runOptions) register(fs *flag.FlagSet) {
 	o.recordOptions.register(fs)
 	fs.BoolVar(&o.ownJob, "own-job", false,
-		"make the records ConfigMap the owner of the Job named by --job, so the Job goes with the ConfigMap (a Helm hook Job, which helm uninstall leaves, then goes with the release's records); needs patch on that Job")
+		"make the records ConfigMap the owner of the Job named by --job, so the Job goes with the ConfigMap (a Helm hook Job, which helm uninstall leaves, then goes with the release's records); needs patch on that Job. Rendered by library charts up to 0.3.x only: later ones render the hook Job with its owner")
 	fs.StringVar(&o.waitPG, "wait-for-postgres", "",
 		"HOST:PORT of a PostgreSQL server: before running the command, wait until it accepts connections")
 	fs.DurationVar(&o.waitPGTimeout, "wait-for-postgres-timeout", 10*time.Minute, "give up waiting for PostgreSQL after this long (exit 1)")

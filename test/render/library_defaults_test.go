@@ -61,12 +61,14 @@ func TestTheLibrarysGateRoleOnlyReadsTheMigrationJobAndTheRecordsByName(t *testi
 	}, role.Rules)
 }
 
-func TestTheLibrarysMigrationRoleOnlyWritesTheRecordsAndPatchesItsOwnHookJob(t *testing.T) {
-	r, _ := ledgerHookJob(t)
+func TestTheLibrarysMigrationRoleOnlyWritesTheRecordsAndItsHookJobIsRenderedWithItsOwner(t *testing.T) {
+	r, job := ledgerHookJob(t)
 	role := mustFind[*rbacv1.Role](t, r, "Role", ledgerJob)
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords, ledgerStore}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
-		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{ledgerJob}, Verbs: []string{"patch"}},
 	}, role.Rules)
+	require.Len(t, job.OwnerReferences, 1)
+	assert.Equal(t, ledgerRecords, job.OwnerReferences[0].Name)
+	assert.Equal(t, "ConfigMap", job.OwnerReferences[0].Kind)
 }

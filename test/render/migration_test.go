@@ -194,9 +194,9 @@ migration:
 		}{
 			{"a plain Job with the embedded database waits for PostgreSQL", "", false,
 				[]string{"--wait-for-postgres", fullname + "-postgresql:5432", "--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0"}},
-			{"a hook Job with the embedded database owns itself to the records; the database is up (and when it is not, the upgrade must fail)", "", true,
-				[]string{"--own-job", "--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0"}},
-			{"a hook Job with an external database owns itself to the records", externalDB, true, []string{"--own-job", "--database-url-env", "PREMIGRATE_DATABASE_URL"}},
+			{"a hook Job with the embedded database: the database is up (and when it is not, the upgrade must fail)", "", true,
+				[]string{"--database-object", "persistentvolumeclaim/data-" + fullname + "-postgresql-0"}},
+			{"a hook Job with an external database", externalDB, true, []string{"--database-url-env", "PREMIGRATE_DATABASE_URL"}},
 			{"a plain Job with an external database", externalDB + "\nmigration: {mode: job, keepRecords: 7}", false, []string{"--database-url-env", "PREMIGRATE_DATABASE_URL"}},
 		} {
 			values := "migration: {keepRecords: 7}\ngate: {image: {tag: dev}}\n" + tc.values
@@ -247,17 +247,13 @@ migration:
 		}
 	})
 
-	t.Run("the migration ServiceAccount may only update the records ConfigMap, create it, and own its hook Job", func(t *testing.T) {
+	t.Run("the migration ServiceAccount may only update the records ConfigMaps and create one, nothing on Jobs", func(t *testing.T) {
 		for _, upgrade := range []bool{false, true} {
 			r := render(t, renderOptions{upgrade: upgrade})
-			job := r.job(t)
 			role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-migrate")
 			want := []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations", fullname + "-migration-records"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
-			}
-			if upgrade { // a hook Job: it makes the records ConfigMap its owner
-				want = append(want, rbacv1.PolicyRule{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{job.Name}, Verbs: []string{"patch"}})
 			}
 			// the claim of the embedded database, whose UID names the database the records are bound to
 			want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},
@@ -280,7 +276,7 @@ migration:
 		mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")
 	})
 
-	t.Run("beside a hook Job the support objects are hooks that outlive Helm's timeout, owned by the records, and the records are a release object", func(t *testing.T) {
+	t.Run("beside a hook Job the support objects are hooks that outlive Helm's timeout, the records own every hook, and the records are a release object", func(t *testing.T) {
 		for _, tc := range []struct {
 			name, values  string
 			upgrade, hook bool
@@ -316,6 +312,10 @@ migration:
 				if a := o.meta.GetAnnotations(); tc.hook && (a["meta.helm.sh/release-name"] != releaseName || a["meta.helm.sh/release-namespace"] != namespace) {
 					t.Errorf("%s: %s hook lacks Helm's ownership annotations (a rollback to the install's revision could not adopt it): %v", tc.name, kind, a)
 				}
+			}
+			// the hook Job too, rendered with its owner: helm uninstall takes it even when its pod never ran
+			if got := r.job(t).OwnerReferences; !reflect.DeepEqual(got, wantOwners) {
+				t.Errorf("%s: the Job's owners %v, want %v", tc.name, got, wantOwners)
 			}
 			cm := mustFind[*corev1.ConfigMap](t, r, "ConfigMap", fullname+"-migrations")
 			if got := hookAnnotations(cm.Annotations); len(got) != 0 {

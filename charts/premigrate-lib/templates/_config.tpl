@@ -254,7 +254,7 @@ hooks too (a hook runs before the release's objects are updated), replaced by th
 (`before-hook-creation`) but never deleted once the hooks ran: Helm deletes hooks with `hook-succeeded` or
 `hook-failed` when its --timeout expires on the Job (it gives up, the Job runs on), and a migration that
 finishes after that could not record itself. They carry Helm's ownership annotations, so a rollback to a
-revision where they are release objects adopts them, and the records ConfigMap owns them (supportOwner), so
+revision where they are release objects adopts them, and the records ConfigMap owns them (hookOwner), so
 helm uninstall takes them with it. Else release objects; argocd: wave -1.
 */}}
 {{- define "premigrate-lib.supportAnnotations" -}}
@@ -270,11 +270,12 @@ meta.helm.sh/release-namespace: {{ .root.Release.Namespace }}
 {{- end }}
 
 {{/*
-The owner of the migration's ServiceAccount, Role and RoleBinding when they are hooks: the release's records
-ConfigMap, as the cluster has it (a hook Job finds it: an upgrade), so that helm uninstall, which deletes it,
-garbage-collects them. Nothing otherwise.
+The owner of the hook objects (the Job, and the migration's ServiceAccount, Role and RoleBinding beside it):
+the release's records ConfigMap, as the cluster has it (only an upgrade renders hooks, and it finds the
+ConfigMap), so that helm uninstall, which deletes it, garbage-collects the hooks that Helm itself never
+deletes, whether or not the Job's pod ever ran. Nothing when the objects are not hooks.
 */}}
-{{- define "premigrate-lib.supportOwner" -}}
+{{- define "premigrate-lib.hookOwner" -}}
 {{- if and (eq .jobKind "hook") .recordsUID -}}
 ownerReferences:
   - apiVersion: v1

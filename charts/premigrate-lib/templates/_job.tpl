@@ -14,6 +14,9 @@ metadata:
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
     premigrate.io/identity: {{ $c.identity | quote }}
+  {{- with include "premigrate-lib.hookOwner" $c }}
+  {{- . | nindent 2 }}
+  {{- end }}
   {{- with include "premigrate-lib.jobAnnotations" $c }}
   annotations:
     {{- . | nindent 4 }}
@@ -131,9 +134,6 @@ spec:
             - {{ $c.keepRecords | toString | quote }}
             - --create-records
             - {{ include "premigrate-lib.recordsMetadata" $c | quote }}
-            {{- if eq $c.jobKind "hook" }}
-            - --own-job
-            {{- end }}
             {{- /* a plain Job starts with the release, the database perhaps not yet up: it waits for
             PostgreSQL. The pre-upgrade hook does not: the database is running, and when it is down the
             migration must fail the upgrade at once, not hang until Helm's timeout. */}}

@@ -38,7 +38,7 @@ metadata:
   name: {{ $c.migrateName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
-  {{- with include "premigrate-lib.supportOwner" $c }}
+  {{- with include "premigrate-lib.hookOwner" $c }}
   {{- . | nindent 2 }}
   {{- end }}
   {{- $annotations := merge (dict) (include "premigrate-lib.supportAnnotations" $c | fromYaml) $c.serviceAccountAnnotations }}
@@ -51,9 +51,9 @@ automountServiceAccountToken: false
 {{- end }}
 
 {{/*
-The migration's Role: read and write its records ConfigMaps only (the release's and the store); create a ConfigMap (when the records are
-missing); in hook mode, patch its own Job (to make the records ConfigMap its owner); get the object that holds
-the database's data (database.object), by name.
+The migration's Role: read and write its records ConfigMaps only (the release's and the store); create a
+ConfigMap (when the records are missing); get the object that holds the database's data (database.object), by
+name. Nothing on Jobs: a hook Job is rendered with its owner (hookOwner).
 */}}
 {{- define "premigrate-lib.migrationRole" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
@@ -64,7 +64,7 @@ metadata:
   name: {{ $c.migrateName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
-  {{- with include "premigrate-lib.supportOwner" $c }}
+  {{- with include "premigrate-lib.hookOwner" $c }}
   {{- . | nindent 2 }}
   {{- end }}
   {{- with include "premigrate-lib.supportAnnotations" $c }}
@@ -92,18 +92,6 @@ rules:
       - configmaps
     verbs:
       - create
-  {{- if eq $c.jobKind "hook" }}
-  {{- /* a hook Job makes the records ConfigMap its owner (`gate run --own-job`), so helm uninstall, which
-  deletes the ConfigMap, garbage-collects the hook Job that Helm itself never deletes */}}
-  - apiGroups:
-      - batch
-    resources:
-      - jobs
-    resourceNames:
-      - {{ $c.jobName }}
-    verbs:
-      - patch
-  {{- end }}
   {{- with $c.database.object }}
   {{- /* the object that holds the database's data, by name: its UID names the database the records are
   bound to */}}
@@ -128,7 +116,7 @@ metadata:
   name: {{ $c.migrateName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
-  {{- with include "premigrate-lib.supportOwner" $c }}
+  {{- with include "premigrate-lib.hookOwner" $c }}
   {{- . | nindent 2 }}
   {{- end }}
   {{- with include "premigrate-lib.supportAnnotations" $c }}
