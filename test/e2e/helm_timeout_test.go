@@ -15,7 +15,9 @@ import (
 // 0.3.0 the migration's ServiceAccount, Role and RoleBinding were among them (hook-succeeded): the migration
 // finished and could not record itself, so the next upgrade ran it again. They are now replaced by the next
 // upgrade's hooks only, owned by the records ConfigMap, and carry Helm's ownership so that a rollback to the
-// install's revision, where they are release objects, adopts them.
+// install's revision, where they are release objects, adopts them: the operator's usual answer to a failed
+// upgrade. (An upgrade that succeeds after the install's revision deletes them with the install's release
+// objects of their names.)
 func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNothing(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range helmCLIs() {
@@ -51,19 +53,7 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 					finished.Format(time.RFC3339Nano), ok, gaveUp.Format(time.RFC3339Nano))
 			}
 
-			// the same values again: the migration ran on this database, nothing runs twice
-			_, d = r.mustDeploy(slow)
-			res.DurationsSec = append(res.DurationsSec, d.Seconds())
-			res.Upgrades = 2
-			if got := r.appIdentity(ctx); got != second {
-				t.Fatalf("after the second upgrade the Deployment has identity %s, want %s", got, second)
-			}
-			r.assertWitness(ctx, second)
-			if runs := r.psqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", second)); runs != 1 {
-				t.Errorf("the v2 migration ran %d times on the database, want once", runs)
-			}
-
-			// the hooks outlived the upgrade; uninstall takes them with the records ConfigMap
+			// the hooks outlived Helm's timeout, owned by the records ConfigMap (uninstall takes them with it)
 			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.anchorName(), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -81,7 +71,7 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			} {
 				o, err := get()
 				if err != nil {
-					t.Errorf("the migration's %s after the upgrade: %v", kind, err)
+					t.Errorf("the migration's %s after Helm gave up: %v", kind, err)
 					continue
 				}
 				if owners := o.GetOwnerReferences(); len(owners) != 1 || owners[0].UID != anchor.UID {
@@ -89,20 +79,35 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 				}
 			}
 
-			// a rollback to the install's revision, where those objects are release objects: Helm adopts them
-			start := time.Now()
-			out, err = runCLI(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
-			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-			if err != nil || strings.Contains(out, "cannot be imported") {
-				t.Fatalf("%s rollback to the install's revision: %v\n%s", h.name, err, out)
+			// a rollback to the install's revision, where those objects are release objects: Helm adopts them (the
+			// failed revision's manifest does not have them). Helm 4 only: Helm 3.22's rollback to the install's
+			// revision after a failed upgrade fails before it reaches them, on the install's plain Job, which the
+			// failed upgrade left and Helm 3 adopts with a patch that drops its generated selector ("field is
+			// immutable"; docs/troubleshooting.md gives the way out).
+			if h.name == "helm4" {
+				start := time.Now()
+				out, err = runCLI(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+				res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+				if err != nil || strings.Contains(out, "cannot be imported") {
+					t.Fatalf("%s rollback to the install's revision: %v\n%s", h.name, err, out)
+				}
+				if got := r.appIdentity(ctx); got != first {
+					t.Fatalf("after the rollback the Deployment has identity %s, want the install's %s", got, first)
+				}
+				r.rolledOut(2 * time.Minute)
 			}
-			if got := r.appIdentity(ctx); got != first {
-				t.Fatalf("after the rollback the Deployment has identity %s, want the install's %s", got, first)
+			// the v2 values again: the migration ran on this database, nothing runs twice
+			_, d = r.mustDeploy(slow)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades = 3
+			if got := r.appIdentity(ctx); got != second {
+				t.Fatalf("after the upgrade again the Deployment has identity %s, want %s", got, second)
 			}
-			r.rolledOut(2 * time.Minute)
-			if runs := r.psqlInt("select count(*) from demo_migrate_runs"); runs != 2 {
-				t.Errorf("%d migration runs after the rollback, want 2 (the install's and v2's)", runs)
+			r.assertWitness(ctx, second)
+			if runs := r.psqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", second)); runs != 1 {
+				t.Errorf("the v2 migration ran %d times on the database, want once", runs)
 			}
+
 			r.uninstall()
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
 				"PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0": true,
