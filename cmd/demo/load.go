@@ -22,9 +22,11 @@ contacted; redirects are not followed. The counts are also split by the app vers
 named by the X-Demo-Version header of the response ("unknown" for no response, or none named).
 
 While it runs, and after it stopped, the report is served on --report-addr:
-  GET  /report   the JSON report {"sent","failed","longestGapMs","errors","startedAt","stoppedAt","running",
-                 "byVersion"} ("errors" holds the first 20 error strings; "byVersion" is
-                 {"<version>":{"sent":N,"failed":M},...}, e.g. {"2":{"sent":40,"failed":0}})
+  GET  /report   the JSON report {"sent","failed","longestGapMs","slowestMs","longestStallMs","errors",
+                 "startedAt","stoppedAt","running","byVersion"} ("errors" holds the first 20 error
+                 strings; "byVersion" is {"<version>":{"sent":N,"failed":M},...}, e.g.
+                 {"2":{"sent":40,"failed":0}}; "slowestMs" is the slowest request, "longestStallMs"
+                 how far the generator itself fell behind its ticks: a starved machine, not the app)
   POST /stop     stops the run, waits for the requests in flight, answers the final report
 
 When the run ends (--duration passed or POST /stop) the final report is printed to stdout; with a
@@ -91,7 +93,8 @@ func runLoad(ctx context.Context, o *loadOptions, e *env) error {
 
 	log.Info(fmt.Sprintf("load: sending %g ticks/s to %s for %s", o.rate, o.target, o.duration))
 	report := gen.Run(ctx)
-	log.Info(fmt.Sprintf("load: stopped: %d sent, %d failed, longest gap %dms", report.Sent, report.Failed, report.LongestGapMs))
+	log.Info(fmt.Sprintf("load: stopped: %d sent, %d failed, longest gap %dms, slowest request %dms, own longest stall %dms",
+		report.Sent, report.Failed, report.LongestGapMs, report.SlowestMs, report.LongestStallMs))
 	enc := json.NewEncoder(e.Out)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(report); err != nil {

@@ -191,7 +191,7 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 		t.Errorf("schema at version %d after the fixed upgrade, want 2", v)
 	}
 	rep := load.stop()
-	res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
+	rep.record(res)
 	if rep.Sent == 0 {
 		t.Errorf("the load sent no request: \"no failed request\" would prove nothing")
 	}
@@ -369,7 +369,7 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	res.Upgrades = 3
 	r.assertWitness(ctx, r.appIdentity(ctx))
 	rep := load.stop()
-	res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
+	rep.record(res)
 	if rep.Sent == 0 {
 		t.Errorf("the load generator sent nothing across the rollback")
 	}

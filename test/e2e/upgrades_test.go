@@ -118,8 +118,9 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 				t.Errorf("schema version is %d after the upgrades, want %d", got, want)
 			}
 			rep := load.stop()
-			res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
-			t.Logf("load: %d sent, %d failed, longest gap %d ms, by app version %+v", rep.Sent, rep.Failed, rep.LongestGapMs, rep.ByVersion)
+			rep.record(res)
+			t.Logf("load: %d sent, %d failed, longest gap %d ms, slowest request %d ms, the generator's own longest stall %d ms, by app version %+v",
+				rep.Sent, rep.Failed, rep.LongestGapMs, rep.SlowestMs, rep.LongestStallMs, rep.ByVersion)
 			// every app version that served must have served without a failure: each version's requests
 			// read and write what its own migration added, so a pod on an older schema would fail them
 			for v, c := range rep.ByVersion {

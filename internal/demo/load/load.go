@@ -55,13 +55,20 @@ type Config struct {
 
 // Report is the outcome of a run, also while it is running.
 type Report struct {
-	Sent         int64     `json:"sent"`
-	Failed       int64     `json:"failed"`
-	LongestGapMs int64     `json:"longestGapMs"`
-	Errors       []string  `json:"errors"`
-	StartedAt    time.Time `json:"startedAt"`
-	StoppedAt    time.Time `json:"stoppedAt,omitzero"`
-	Running      bool      `json:"running"`
+	Sent         int64 `json:"sent"`
+	Failed       int64 `json:"failed"`
+	LongestGapMs int64 `json:"longestGapMs"`
+	// SlowestMs is the longest any request took, answered or not (a timed-out one counts its
+	// timeout).
+	SlowestMs int64 `json:"slowestMs"`
+	// LongestStallMs is how far the generator itself fell behind its own ticks at worst: when its
+	// process or node is starved of CPU, requests look slow (or time out) for reasons that are not
+	// the app's. A failure during a long stall says "look at the machine" before "look at the app".
+	LongestStallMs int64     `json:"longestStallMs"`
+	Errors         []string  `json:"errors"`
+	StartedAt      time.Time `json:"startedAt"`
+	StoppedAt      time.Time `json:"stoppedAt,omitzero"`
+	Running        bool      `json:"running"`
 	// ByVersion splits Sent and Failed by the app version that answered: its key is the value of
 	// VersionHeader ("2"), or UnknownVersion. Its counts add up to Sent and Failed.
 	ByVersion map[string]Counts `json:"byVersion"`
@@ -87,6 +94,8 @@ type Generator struct {
 	report      Report
 	lastSuccess time.Time
 	longestGap  time.Duration
+	slowest     time.Duration
+	stall       time.Duration
 }
 
 // New validates cfg and returns a generator ready to Run.
@@ -155,15 +164,20 @@ func (g *Generator) Run(ctx context.Context) Report {
 		deadline = timer.C
 	}
 	ticker := time.NewTicker(time.Duration(float64(time.Second) / g.cfg.Rate))
+	// (the ticker drops the ticks a starved receiver misses, so a stall shows as one long interval)
 	defer ticker.Stop()
 
 	// Requests are not tied to ctx: stopping the run must not fail the requests in flight.
 	reqCtx := context.WithoutCancel(ctx)
+	period := time.Duration(float64(time.Second) / g.cfg.Rate)
 	var wg sync.WaitGroup
+	last := start
 	for tick := true; tick; {
 		wg.Go(func() { g.tick(reqCtx) })
 		select {
-		case <-ticker.C:
+		case now := <-ticker.C:
+			g.noteStall(now.Sub(last) - period)
+			last = now
 		case <-deadline:
 			tick = false
 		case <-g.stopCh:
@@ -198,7 +212,18 @@ func (g *Generator) snapshot() Report {
 	r.Errors = append([]string{}, g.report.Errors...)
 	r.ByVersion = maps.Clone(g.report.ByVersion)
 	r.LongestGapMs = g.longestGap.Milliseconds()
+	r.SlowestMs = g.slowest.Milliseconds()
+	r.LongestStallMs = g.stall.Milliseconds()
 	return r
+}
+
+// noteStall accounts for a tick that came late by d.
+func (g *Generator) noteStall(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d > g.stall {
+		g.stall = d
+	}
 }
 
 // noteGap accounts for the time since the last success; callers hold mu.
@@ -223,11 +248,16 @@ func (g *Generator) tick(ctx context.Context) {
 func (g *Generator) do(ctx context.Context, method, path string, body []byte, want int, out any) bool {
 	u := *g.base
 	u.Path += path
+	sent := time.Now()
 	version, err := g.send(ctx, method, u.String(), body, want, out)
 
 	now := time.Now()
+	took := now.Sub(sent)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if took > g.slowest {
+		g.slowest = took
+	}
 	g.report.Sent++
 	c := g.report.ByVersion[version]
 	c.Sent++
@@ -238,7 +268,8 @@ func (g *Generator) do(ctx context.Context, method, path string, body []byte, wa
 	if err != nil {
 		g.report.Failed++
 		if len(g.report.Errors) < MaxErrors {
-			g.report.Errors = append(g.report.Errors, fmt.Sprintf("%s %s %s: %v", now.UTC().Format("15:04:05.000"), method, path, err))
+			g.report.Errors = append(g.report.Errors, fmt.Sprintf("%s %s %s: %v (sent %s, %s before)",
+				now.UTC().Format("15:04:05.000"), method, path, err, sent.UTC().Format("15:04:05.000"), took.Round(time.Millisecond)))
 		}
 		return false
 	}

@@ -20,7 +20,8 @@ import (
 type app struct {
 	mu      sync.Mutex
 	nextID  int64
-	fail    func(method string, n int64) bool   // n counts requests from 1
+	fail    func(method string, n int64) bool // n counts requests from 1
+	delay   func(method string, n int64) time.Duration
 	version func(method string, n int64) string // the X-Demo-Version header, "" for none
 	author  atomic.Value                        // the "author" of the last POST
 	count   atomic.Int64
@@ -37,6 +38,9 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if v := a.version(r.Method, n); v != "" {
 			w.Header().Set(load.VersionHeader, v)
 		}
+	}
+	if a.delay != nil {
+		time.Sleep(a.delay(r.Method, n))
 	}
 	if a.fail != nil && a.fail(r.Method, n) {
 		a.failed.Add(1)
@@ -121,6 +125,35 @@ func TestLongestGapSpansAnOutage(t *testing.T) {
 	}
 }
 
+func TestTheSlowestRequestIsReportedAndATimedOutOneSaysWhenItWasSent(t *testing.T) {
+	const slow, timeout = 300 * time.Millisecond, 150 * time.Millisecond
+	a := &app{delay: func(_ string, n int64) time.Duration {
+		if n == 5 {
+			return slow
+		}
+		return 0
+	}}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+
+	report, err := load.Run(context.Background(), load.Config{Target: srv.URL, Rate: 20, Duration: time.Second, RequestTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(report.SlowestMs) * time.Millisecond; got < timeout || got > slow {
+		t.Errorf("slowest request %s, want the %s timeout of the delayed one", got, timeout)
+	}
+	if report.Failed != 1 || len(report.Errors) != 1 {
+		t.Fatalf("%d failed, errors %q: want the delayed request alone to time out", report.Failed, report.Errors)
+	}
+	if e := report.Errors[0]; !strings.Contains(e, "(sent ") || !strings.Contains(e, " before)") {
+		t.Errorf("error %q does not say when the request was sent and how long it waited", e)
+	}
+	if report.LongestStallMs > 500 {
+		t.Errorf("the generator reports a %d ms stall of its own on an idle machine", report.LongestStallMs)
+	}
+}
+
 func TestOnlyTheFirstTwentyErrorsAreKept(t *testing.T) {
 	srv := httptest.NewServer(&app{fail: func(string, int64) bool { return true }})
 	defer srv.Close()
@@ -192,7 +225,7 @@ func TestReportEndpointServesTheReportAndStopEndsTheRun(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"sent", "failed", "longestGapMs", "errors", "startedAt", "stoppedAt", "byVersion"} {
+	for _, key := range []string{"sent", "failed", "longestGapMs", "slowestMs", "longestStallMs", "errors", "startedAt", "stoppedAt", "byVersion"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("report JSON lacks %q: %v", key, raw)
 		}
