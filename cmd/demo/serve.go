@@ -49,7 +49,7 @@ Environment:
   DATABASE_URL          PostgreSQL connection URL (required)
   DEMO_VERSION          the schema version this binary is built for (default 1)
   LISTEN_ADDR           address to listen on (default :8080)
-  SHUTDOWN_DELAY        how long to keep serving after SIGTERM, not ready (default 10s: longer than
+  SHUTDOWN_DELAY        how long to keep serving after SIGTERM, not ready (default 15s: longer than
                         a busy node takes to drop the pod from its Service's endpoints)
   POD_NAME              pod name recorded in demo_pod_starts (default: HOSTNAME, else the host
                         name of the system)
@@ -73,8 +73,10 @@ type serveSettings struct {
 
 // defaultShutdownDelay is how long serve keeps answering after SIGTERM. 5 s was too short once: in a
 // fresh-clone run on two saturated cores (2026-12-02) a request of the upgrades under load was refused 5 s after
-// SIGTERM, the Service's endpoint still pointing at the closed listener; 10 s is the margin.
-const defaultShutdownDelay = 10 * time.Second
+// SIGTERM, the Service's endpoint still pointing at the closed listener. 10 s was the edge on the same machine
+// a day later: kube-proxy's own histogram (kubeproxy_network_programming_duration_seconds) had endpoint
+// changes that took 9 to 10 s to reach the node's rules. 15 s is the margin, inside the chart's 30 s grace.
+const defaultShutdownDelay = 15 * time.Second
 
 func readServeSettings(getenv func(string) string) (serveSettings, error) {
 	s := serveSettings{addr: getenv("LISTEN_ADDR"), pod: podName(getenv), identity: getenv("PREMIGRATE_IDENTITY")}
