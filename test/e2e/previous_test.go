@@ -55,6 +55,48 @@ func previousChart(t *testing.T) (string, string) {
 	return filepath.Join(dir, "charts", "premigrate"), version
 }
 
+// rollBackToThePreviousChart rolls the release back to its first revision, the previous chart, then has an
+// upgrade to this chart fail on its migration with Helm's rollback on failure, which rolls it back to the
+// previous chart again (issue 23 item 8). Both must apply the previous chart's records ConfigMap without a
+// conflict: under Helm 4's server-side apply a label the gate had written when it adopted the ConfigMap
+// (helm.sh/chart, app.kubernetes.io/version of this chart) was co-owned by premigrate-gate, and the rollback
+// failed half applied ("Apply failed with 2 conflicts: conflicts with "premigrate-gate""). Neither runs a
+// migration that is recorded: the rollback's pods start on the install's record.
+func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string) {
+	t.Helper()
+	ctx := context.Background()
+	runs := r.psqlInt("select count(*) from demo_migrate_runs")
+	out, err := runCLI(t, r.helm, "rollback", r.name, "1", "-n", r.ns, "--wait", "--timeout", "4m")
+	if err != nil {
+		t.Fatalf("rolling back to the previous chart %s (revision 1): %v\n%s", version, err, out)
+	}
+	r.assertWitness(ctx, r.appIdentity(ctx))
+	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+		t.Errorf("%d migration runs after the rollback to revision 1, want %d: its migration is recorded", got, runs)
+	}
+	onFailure := "--rollback-on-failure"
+	if cli == "helm3" {
+		onFailure = "--atomic"
+	}
+	failing := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v4"},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "4")}}})
+	out, _, err = r.deploy(failing, onFailure)
+	if err == nil {
+		t.Fatalf("an upgrade whose migration fails succeeded:\n%s", out)
+	}
+	if strings.Contains(out, "conflict") || strings.Contains(out, "rollback failed") || strings.Contains(out, "an error occurred while rolling back") {
+		t.Errorf("the rollback on failure to the previous chart did not apply cleanly:\n%s", out)
+	}
+	history := mustRun(t, r.helm, "history", r.name, "-n", r.ns, "--max", "1")
+	if !strings.Contains(history, "deployed") || !strings.Contains(history, "premigrate-"+version) {
+		t.Errorf("after the rollback on failure the release is not deployed on chart %s:\n%s", version, history)
+	}
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
+		t.Errorf("schema at version %d after the failed migration, want 3", v)
+	}
+	r.assertWitness(ctx, r.appIdentity(ctx))
+}
+
 // A release of the previous chart version upgrades to this one: the records ConfigMap, a pre-install hook
 // there, becomes a release object here (gate run gives it the release's metadata and Helm adopts it).
 func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
@@ -95,6 +137,7 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 			if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
 				t.Errorf("schema at version %d, want 3", v)
 			}
+			rollBackToThePreviousChart(t, r, h.name, version)
 			r.uninstall()
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
 				"PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0": true,
