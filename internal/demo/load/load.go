@@ -55,8 +55,12 @@ type Config struct {
 
 // Report is the outcome of a run, also while it is running.
 type Report struct {
-	Sent         int64 `json:"sent"`
-	Failed       int64 `json:"failed"`
+	Sent   int64 `json:"sent"`
+	Failed int64 `json:"failed"`
+	// SchemaFailed counts the failed requests the app answered with "schema": true: the database refused
+	// its statement for the schema (an app version on a schema older than its own). The rest of Failed
+	// is a slow or unreachable app or database.
+	SchemaFailed int64 `json:"schemaFailed"`
 	LongestGapMs int64 `json:"longestGapMs"`
 	// SlowestMs is the longest any request took, answered or not (a timed-out one counts its
 	// timeout).
@@ -267,6 +271,9 @@ func (g *Generator) do(ctx context.Context, method, path string, body []byte, wa
 	g.report.ByVersion[version] = c
 	if err != nil {
 		g.report.Failed++
+		if errors.As(err, new(schemaError)) {
+			g.report.SchemaFailed++
+		}
 		if len(g.report.Errors) < MaxErrors {
 			g.report.Errors = append(g.report.Errors, fmt.Sprintf("%s %s %s: %v (sent %s, %s before)",
 				now.UTC().Format("15:04:05.000"), method, path, err, sent.UTC().Format("15:04:05.000"), took.Round(time.Millisecond)))
@@ -307,7 +314,14 @@ func (g *Generator) send(ctx context.Context, method, target string, body []byte
 		return version, fmt.Errorf("read response: %w", err)
 	}
 	if resp.StatusCode != want {
-		return version, fmt.Errorf("status %d, want %d: %s", resp.StatusCode, want, strings.TrimSpace(string(payload)))
+		err := fmt.Errorf("status %d, want %d: %s", resp.StatusCode, want, strings.TrimSpace(string(payload)))
+		var body struct {
+			Schema bool `json:"schema"`
+		}
+		if json.Unmarshal(payload, &body) == nil && body.Schema {
+			err = schemaError{err}
+		}
+		return version, err
 	}
 	if out != nil {
 		if err := json.Unmarshal(payload, out); err != nil {
@@ -316,6 +330,11 @@ func (g *Generator) send(ctx context.Context, method, target string, body []byte
 	}
 	return version, nil
 }
+
+// schemaError is a failure the app answered as the schema's (see Report.SchemaFailed).
+type schemaError struct{ error }
+
+func (e schemaError) Unwrap() error { return e.error }
 
 // responseVersion is the app version a response names in VersionHeader, as a decimal number, or
 // UnknownVersion when it names none (whatever else the header holds: the report's keys stay few).

@@ -22,6 +22,7 @@ type app struct {
 	nextID  int64
 	fail    func(method string, n int64) bool // n counts requests from 1
 	delay   func(method string, n int64) time.Duration
+	schema  func(method string, n int64) bool // answer a failure the app calls the schema's
 	version func(method string, n int64) string // the X-Demo-Version header, "" for none
 	author  atomic.Value                        // the "author" of the last POST
 	count   atomic.Int64
@@ -41,6 +42,13 @@ func (a *app) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if a.delay != nil {
 		time.Sleep(a.delay(r.Method, n))
+	}
+	if a.schema != nil && a.schema(r.Method, n) {
+		a.failed.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = fmt.Fprint(w, `{"error":"could not store the record","schema":true}`)
+		return
 	}
 	if a.fail != nil && a.fail(r.Method, n) {
 		a.failed.Add(1)
@@ -154,6 +162,22 @@ func TestTheSlowestRequestIsReportedAndATimedOutOneSaysWhenItWasSent(t *testing.
 	}
 }
 
+func TestFailuresTheAppCallsTheSchemasAreCountedApart(t *testing.T) {
+	a := &app{
+		schema: func(_ string, n int64) bool { return n == 3 || n == 7 },
+		fail:   func(_ string, n int64) bool { return n == 5 },
+	}
+	srv := httptest.NewServer(a)
+	defer srv.Close()
+	report, err := load.Run(context.Background(), load.Config{Target: srv.URL, Rate: 20, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if report.Failed != 3 || report.SchemaFailed != 2 {
+		t.Errorf("%d failed of which %d on the schema, want 3 and 2: %q", report.Failed, report.SchemaFailed, report.Errors)
+	}
+}
+
 func TestOnlyTheFirstTwentyErrorsAreKept(t *testing.T) {
 	srv := httptest.NewServer(&app{fail: func(string, int64) bool { return true }})
 	defer srv.Close()
@@ -225,7 +249,7 @@ func TestReportEndpointServesTheReportAndStopEndsTheRun(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"sent", "failed", "longestGapMs", "slowestMs", "longestStallMs", "errors", "startedAt", "stoppedAt", "byVersion"} {
+	for _, key := range []string{"sent", "failed", "longestGapMs", "schemaFailed", "slowestMs", "longestStallMs", "errors", "startedAt", "stoppedAt", "byVersion"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("report JSON lacks %q: %v", key, raw)
 		}

@@ -115,7 +115,7 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) {
 	id, err := s.insertRecord(ctx, in)
 	if err != nil {
 		s.log.Printf("POST /records: %v", err)
-		writeError(w, http.StatusInternalServerError, "could not store the record")
+		writeDatabaseError(w, "could not store the record", err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]int64{"id": id})
@@ -183,7 +183,7 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("record %d not found", id))
 	case err != nil:
 		s.log.Printf("GET /records/%d: %v", id, err)
-		writeError(w, http.StatusInternalServerError, "could not read the record")
+		writeDatabaseError(w, "could not read the record", err)
 	default:
 		writeJSON(w, http.StatusOK, rec)
 	}

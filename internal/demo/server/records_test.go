@@ -180,6 +180,10 @@ func TestAServerOnTheSchemaBeforeItsOwnFailsWhenItsMigrationAddedSomethingItUses
 				if a.status != req.want || a.version != strconv.Itoa(tc.app) {
 					t.Errorf("%s %s answered %d, version %q: %s; want %d, version %d", req.method, req.path, a.status, a.version, a.raw, req.want, tc.app)
 				}
+				// the load generator tells a schema failure from a slow database by this mark
+				if a.status == http.StatusInternalServerError && !strings.Contains(a.raw, `"schema":true`) {
+					t.Errorf("%s %s failed on the schema without saying so: %s", req.method, req.path, a.raw)
+				}
 			}
 		})
 	}
@@ -206,6 +210,9 @@ func TestEveryResponseNamesTheAppVersionErrorsIncluded(t *testing.T) {
 			a := call(t, tc.method, srv.URL+tc.path, tc.body)
 			if a.status != tc.want || a.version != "4" {
 				t.Errorf("answered %d with %s %q, want %d with %q", a.status, server.VersionHeader, a.version, tc.want, "4")
+			}
+			if strings.Contains(a.raw, `"schema"`) {
+				t.Errorf("an unreachable database is called a schema failure: %s", a.raw)
 			}
 		})
 	}

@@ -15,10 +15,12 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/premigrate/premigrate/internal/demo/schema"
@@ -182,6 +184,23 @@ func (s *Server) schemaVersion(ctx context.Context) (int, error) {
 	}
 	s.cachedAt, s.cachedV, s.cachedE = time.Now(), v, err
 	return v, err
+}
+
+// writeDatabaseError answers a request whose database work failed: 500, with "schema": true when the database
+// refused a statement for the schema (SQLSTATE class 42: an undefined table or column, what an app version
+// meets on a schema older than its own), so that a client tells that from a slow or unreachable database.
+func writeDatabaseError(w http.ResponseWriter, msg string, err error) {
+	body := map[string]any{"error": msg}
+	if IsSchemaError(err) {
+		body["schema"] = true
+	}
+	writeJSON(w, http.StatusInternalServerError, body)
+}
+
+// IsSchemaError reports whether err is the database refusing a statement for the schema (SQLSTATE class 42).
+func IsSchemaError(err error) bool {
+	var pg *pgconn.PgError
+	return errors.As(err, &pg) && strings.HasPrefix(pg.Code, "42")
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

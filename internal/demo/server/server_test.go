@@ -225,8 +225,20 @@ func serve(t *testing.T, cfg server.Config) (base string, sigterm context.Cancel
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- server.New(cfg).Serve(ctx, l) }()
-	t.Cleanup(cancel)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		errc <- server.New(cfg).Serve(ctx, l)
+	}()
+	// the server logs through t until it returns: a test must not end before it did
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(time.Minute):
+			t.Error("the server did not return within a minute of its shutdown")
+		}
+	})
 	return "http://" + l.Addr().String(), cancel, errc
 }
 
