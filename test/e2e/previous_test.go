@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,8 +62,10 @@ func previousChart(t *testing.T) (string, string) {
 // conflict: under Helm 4's server-side apply a label the gate had written when it adopted the ConfigMap
 // (helm.sh/chart, app.kubernetes.io/version of this chart) was co-owned by premigrate-gate, and the rollback
 // failed half applied ("Apply failed with 2 conflicts: conflicts with "premigrate-gate""). Neither runs a
-// migration that is recorded: the rollback's pods start on the install's record.
-func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string) {
+// migration that is recorded: the rollback's pods start on the install's record. schema is the database's
+// version, one the previous chart's app (version 1) serves on: the demo's apps refuse a schema more than one
+// version ahead (unready), as old code on a newer schema should.
+func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string, schema int) {
 	t.Helper()
 	ctx := context.Background()
 	runs := r.psqlInt("select count(*) from demo_migrate_runs")
@@ -78,8 +81,9 @@ func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string) {
 	if cli == "helm3" {
 		onFailure = "--atomic"
 	}
-	failing := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v4"},
-		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "4")}}})
+	next := strconv.Itoa(schema + 1)
+	failing := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v" + next},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", next)}}})
 	out, _, err = r.deploy(failing, onFailure)
 	if err == nil {
 		t.Fatalf("an upgrade whose migration fails succeeded:\n%s", out)
@@ -91,8 +95,8 @@ func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string) {
 	if !strings.Contains(history, "deployed") || !strings.Contains(history, "premigrate-"+version) {
 		t.Errorf("after the rollback on failure the release is not deployed on chart %s:\n%s", version, history)
 	}
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
-		t.Errorf("schema at version %d after the failed migration, want 3", v)
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != schema {
+		t.Errorf("schema at version %d after the failed migration, want %d", v, schema)
 	}
 	r.assertWitness(ctx, r.appIdentity(ctx))
 }
@@ -133,11 +137,13 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 				if _, ok := r.records(ctx)[id]; !ok {
 					t.Errorf("upgrade %d: the store lacks %s: %v", i+1, id, r.records(ctx))
 				}
+				if i == 0 { // schema 2: the previous chart's app (version 1) still runs on it
+					rollBackToThePreviousChart(t, r, h.name, version, 2)
+				}
 			}
 			if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
 				t.Errorf("schema at version %d, want 3", v)
 			}
-			rollBackToThePreviousChart(t, r, h.name, version)
 			r.uninstall()
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
 				"PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0": true,
