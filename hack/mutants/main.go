@@ -427,7 +427,9 @@ func (r *runner) cluster(m mutant) (*testReport, error) {
 	}
 	cmd := exec.Command("go", "test", "-count=1", "-json", "-timeout", "40m", "-parallel", "4", "-run", m.Scenario, "./test/e2e/")
 	cmd.Dir = r.tree
-	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache, "KEEP_CLUSTER=1", "KIND_NODE_IMAGE="+strings.TrimSpace(node))
+	// PREMIGRATE_HISTORY: the copy has no .git, and the upgrade from the previous release takes its chart from history
+	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache, "KEEP_CLUSTER=1", "KIND_NODE_IMAGE="+strings.TrimSpace(node),
+		"PREMIGRATE_HISTORY="+r.root)
 	return runGoTest(cmd, filepath.Join(r.logs, m.ID+"-cluster.json"))
 }
 

@@ -38,7 +38,12 @@ func previousChart(t *testing.T) (string, string) {
 		t.Fatalf("hack/previous-release names no version and commit: %v", fields)
 	}
 	dir := t.TempDir()
-	archive := exec.Command("git", "-C", env.repoRoot, "archive", commit, "charts/premigrate")
+	// PREMIGRATE_HISTORY: a repository with the history when this tree has none (the mutants' copy, hack/images.sh)
+	history := env.repoRoot
+	if h := os.Getenv("PREMIGRATE_HISTORY"); h != "" {
+		history = h
+	}
+	archive := exec.Command("git", "-C", history, "archive", commit, "charts/premigrate")
 	extract := exec.Command("tar", "-x", "-C", dir)
 	pipe, err := archive.StdoutPipe()
 	if err != nil {
