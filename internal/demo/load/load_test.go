@@ -22,7 +22,7 @@ type app struct {
 	nextID  int64
 	fail    func(method string, n int64) bool // n counts requests from 1
 	delay   func(method string, n int64) time.Duration
-	schema  func(method string, n int64) bool // answer a failure the app calls the schema's
+	schema  func(method string, n int64) bool   // answer a failure the app calls the schema's
 	version func(method string, n int64) string // the X-Demo-Version header, "" for none
 	author  atomic.Value                        // the "author" of the last POST
 	count   atomic.Int64
