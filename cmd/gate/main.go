@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -80,6 +81,7 @@ type configMapClient interface {
 type jobClient interface {
 	gate.JobClient
 	record.JobPatcher
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*batchv1.Job, error)
 }
 
 // apiClients hands out namespaced typed clients.

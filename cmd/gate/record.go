@@ -58,6 +58,10 @@ type recorder struct {
 	spec    dbid.Spec        // how to name the database
 	// database is the database the migration runs on, once resolved (resolve); the record names it
 	database dbid.ID
+	// jobCreated is the creation time of the migration's Job, once read (lock); the record stores it
+	jobCreated time.Time
+	// started is when this gate started: an upper bound of its Job's creation time
+	started time.Time
 }
 
 // recordsAt is where the records are kept: --store when set, else --records.
@@ -185,6 +189,7 @@ func (r *recorder) write(ctx context.Context, e *env) error {
 		Identity:         r.o.identity,
 		Job:              r.o.job,
 		Database:         r.database.Value,
+		JobCreated:       r.jobCreated,
 		Keep:             r.o.keep,
 		WaitForConfigMap: r.o.waitCM,
 		Create:           r.meta,

@@ -48,10 +48,12 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	if o.waitPGTimeout <= 0 {
 		return usageErrorf("--wait-for-postgres-timeout must be > 0")
 	}
+	started := e.now()
 	r, err := o.prepare(e)
 	if err != nil {
 		return err
 	}
+	r.started = started
 	log := e.logger()
 	logf := cli.Logf(log)
 	if err := r.resolve(ctx, o.waitPGTimeout, log); err != nil {
@@ -60,6 +62,15 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	if done, err := r.checkRecorded(ctx, o.ownJob, log); done {
 		return err
 	}
+	lock, done, err := r.lock(ctx, e, log)
+	if done {
+		return err
+	}
+	defer func() {
+		if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
+			log.Warn(fmt.Sprintf("warning: %v: the next migration of this release waits until the lock expires", err))
+		}
+	}()
 	if o.waitPG != "" {
 		if err := pgready.Wait(ctx, o.waitPG, o.waitPGTimeout, logf); err != nil {
 			log.Error(fmt.Sprintf("not running the migration: %v", err))

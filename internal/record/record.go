@@ -51,17 +51,25 @@ type Entry struct {
 	// Database names the database the migration ran on (dbid.ID's Value); empty in records made before
 	// records were bound to their database, or by a gate given no database.
 	Database string
+	// JobCreated is the creation time of the Job that ran the migration: the order in which migrations were
+	// deployed. Zero in records made before it was stored.
+	JobCreated time.Time
 }
 
 type wireEntry struct {
 	CompletedAt string `json:"completedAt"`
 	Job         string `json:"job"`
 	Database    string `json:"database,omitempty"`
+	JobCreated  string `json:"jobCreated,omitempty"`
 }
 
 // Encode renders e as the JSON value stored in the ConfigMap.
 func (e Entry) Encode() (string, error) {
-	b, err := json.Marshal(wireEntry{CompletedAt: e.CompletedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Job: e.Job, Database: e.Database})
+	w := wireEntry{CompletedAt: e.CompletedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Job: e.Job, Database: e.Database}
+	if !e.JobCreated.IsZero() {
+		w.JobCreated = e.JobCreated.UTC().Format(time.RFC3339)
+	}
+	b, err := json.Marshal(w)
 	if err != nil {
 		return "", fmt.Errorf("encode record: %w", err)
 	}
@@ -78,7 +86,13 @@ func Decode(value string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode record %q: completedAt: %w", value, err)
 	}
-	return Entry{CompletedAt: t, Job: w.Job, Database: w.Database}, nil
+	e := Entry{CompletedAt: t, Job: w.Job, Database: w.Database}
+	if w.JobCreated != "" {
+		if e.JobCreated, err = time.Parse(time.RFC3339, w.JobCreated); err != nil {
+			return Entry{}, fmt.Errorf("decode record %q: jobCreated: %w", value, err)
+		}
+	}
+	return e, nil
 }
 
 // Lookup reports whether data records identity. The key's presence is what

@@ -33,6 +33,8 @@ type Options struct {
 	// Database names the database the migration ran on (dbid.ID's Value), stored with the record; empty
 	// stores none.
 	Database string
+	// JobCreated is the Job's creation time, stored with the record (zero stores none).
+	JobCreated time.Time
 	// Keep is how many entries to keep (newest first); <= 0 keeps all.
 	Keep int
 	// Create, when not nil, is the metadata of the ConfigMap to create when
@@ -127,7 +129,7 @@ func Write(ctx context.Context, client ConfigMapClient, o Options) error {
 }
 
 func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
-	value, err := Entry{CompletedAt: o.Now(), Job: o.Job, Database: o.Database}.Encode()
+	value, err := Entry{CompletedAt: o.Now(), Job: o.Job, Database: o.Database, JobCreated: o.JobCreated}.Encode()
 	if err != nil {
 		return err
 	}

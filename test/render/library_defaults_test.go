@@ -67,6 +67,7 @@ func TestTheLibrarysMigrationRoleOnlyWritesTheRecordsAndItsHookJobIsRenderedWith
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords, ledgerStore}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{job.Name}, Verbs: []string{"get"}},
 	}, role.Rules)
 	require.Len(t, job.OwnerReferences, 1)
 	assert.Equal(t, ledgerRecords, job.OwnerReferences[0].Name)

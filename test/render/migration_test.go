@@ -247,13 +247,15 @@ migration:
 		}
 	})
 
-	t.Run("the migration ServiceAccount may only update the records ConfigMaps and create one, nothing on Jobs", func(t *testing.T) {
+	t.Run("the migration ServiceAccount may only update the records ConfigMaps, create one and read its own Job", func(t *testing.T) {
 		for _, upgrade := range []bool{false, true} {
 			r := render(t, renderOptions{upgrade: upgrade})
 			role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-migrate")
 			want := []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations", fullname + "-migration-records"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+				// its creation time orders the release's migrations
+				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{r.job(t).Name}, Verbs: []string{"get"}},
 			}
 			// the claim of the embedded database, whose UID names the database the records are bound to
 			want = append(want, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"},

@@ -92,6 +92,16 @@ rules:
       - configmaps
     verbs:
       - create
+  {{- /* its own Job, by name: its creation time orders the release's migrations (a migration never runs
+  after one deployed after it succeeded) */}}
+  - apiGroups:
+      - batch
+    resources:
+      - jobs
+    resourceNames:
+      - {{ $c.jobName }}
+    verbs:
+      - get
   {{- with $c.database.object }}
   {{- /* the object that holds the database's data, by name: its UID names the database the records are
   bound to */}}

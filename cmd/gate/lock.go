@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/record"
+)
+
+// lock takes the release's migration lock (one migration of a release at a time, whatever the tool does
+// about concurrency) and decides again on the records as they are once it is held, since another migration
+// may have completed during the wait. It returns done=true with the exit code when the command must not run:
+// the identity was recorded meanwhile (a nil error), a migration deployed after this one already succeeded
+// on this database (never backwards: its Job was created later), or the lock could not be taken.
+func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.Lock, bool, error) {
+	logf := cli.Logf(log)
+	created, known := r.readJobCreated(ctx, e, log)
+	if known {
+		r.jobCreated = created
+	}
+	o := record.LockOptions{
+		Namespace: r.ns,
+		ConfigMap: r.recordsAt(),
+		Holder:    record.Holder{Identity: r.o.identity, Job: r.o.job, JobCreated: r.jobCreated, Pod: e.getenv("HOSTNAME")},
+		Create:    r.meta,
+		Now:       e.now,
+		// --wait-for-configmap: a chart that does not let the gate create the records waits for them
+		WaitForConfigMap: r.o.waitCM,
+		Logf:             logf,
+	}
+	if r.o.store != "" {
+		var w record.Options
+		if err := r.storeOptions(ctx, &w); err != nil {
+			err = fmt.Errorf("not running the migration: preparing the records store for the migration lock: %w", err)
+			log.Error(err.Error())
+			return nil, true, r.exitFor(ctx, err)
+		}
+		o.Create, o.Owner, o.Seed = w.Create, w.Owner, w.Seed
+	}
+	l, cm, err := record.Acquire(ctx, r.clients.configMaps(r.ns), o)
+	if err != nil {
+		err = fmt.Errorf("not running the migration %s: %w", r.o.identity, err)
+		log.Error(err.Error())
+		return nil, true, r.exitFor(ctx, err)
+	}
+	release := func() {
+		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
+			log.Warn(fmt.Sprintf("warning: %v", err))
+		}
+	}
+	if entry, found, err := record.Lookup(cm.Data, r.o.identity); found && err == nil {
+		if ok, _ := r.database.Describes(entry.Database, entry.CompletedAt); ok {
+			release()
+			logf("migration %s was recorded by Job %s at %s while this one waited for the lock: nothing to do",
+				r.o.identity, entry.Job, entry.CompletedAt.Format(time.RFC3339))
+			return nil, true, nil
+		}
+	}
+	if later, ok := r.deployedLater(cm.Data, created); ok {
+		release()
+		err := fmt.Errorf("not running migration %s (Job %s, created %s at the latest): migration %s of Job %s, created later (%s), already succeeded "+
+			"on this database at %s, and a migration never runs after one deployed after it (an older migration against a newer schema); "+
+			"the release runs %s or later now, so this Job has nothing left to do",
+			r.o.identity, r.o.job, created.UTC().Format(time.RFC3339), later.id, later.entry.Job,
+			later.entry.JobCreated.UTC().Format(time.RFC3339), later.entry.CompletedAt.UTC().Format(time.RFC3339), later.id)
+		log.Error(err.Error())
+		return nil, true, cli.Exit(exitRefused, err)
+	}
+	return l, false, nil
+}
+
+func (r *recorder) exitFor(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return cli.Exit(exitInterrupted, err)
+	}
+	return cli.Exit(exitFailed, err)
+}
+
+// readJobCreated reads the creation time of this migration's Job: the order in which migrations were
+// deployed (known=true). When the Job cannot be read (a later apply of job mode renamed the Role's Job) it
+// returns the time this process started, after the Job's creation: a record of a Job created after that is
+// still known to be of a later deploy.
+func (r *recorder) readJobCreated(ctx context.Context, e *env, log *slog.Logger) (time.Time, bool) {
+	job, err := r.clients.jobs(r.ns).Get(ctx, r.o.job, metav1.GetOptions{})
+	if err != nil {
+		why := err.Error()
+		if apierrors.IsForbidden(err) {
+			why = "the migration's Role does not name it: a later apply of the chart, or a chart older than the gate"
+		}
+		log.Warn(fmt.Sprintf("warning: cannot read Job %s/%s for its creation time (%s): checking the order of the migrations "+
+			"against this pod's start instead (a migration deployed after this Job but before this pod started is not seen as later)",
+			r.ns, r.o.job, why))
+		return r.started, false
+	}
+	return job.CreationTimestamp.Time, true
+}
+
+type laterRecord struct {
+	id    string
+	entry record.Entry
+}
+
+// deployedLater finds a record, made on this database, of another migration whose Job was created after
+// this one's (at a second's resolution: Jobs created within the same second are not ordered).
+func (r *recorder) deployedLater(data map[string]string, created time.Time) (laterRecord, bool) {
+	if created.IsZero() {
+		return laterRecord{}, false
+	}
+	var found laterRecord
+	for id, v := range data {
+		if id == r.o.identity || id == record.PrunedKey {
+			continue
+		}
+		e, err := record.Decode(v)
+		if err != nil || e.JobCreated.IsZero() || !e.JobCreated.After(created) {
+			continue
+		}
+		if ok, _ := r.database.Describes(e.Database, e.CompletedAt); !ok {
+			continue
+		}
+		if found.id == "" || e.JobCreated.After(found.entry.JobCreated) {
+			found = laterRecord{id: id, entry: e}
+		}
+	}
+	return found, found.id != ""
+}

@@ -1,0 +1,332 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// LockAnnotation is the annotation of the records ConfigMap that holds the release's migration lock: at most
+// one migration of a release runs at a time, whatever its tool does about concurrency (Django's migrate and
+// many others take no lock of their own).
+const LockAnnotation = "premigrate.io/migration-lock"
+
+// Holder says who holds the lock.
+type Holder struct {
+	Identity string `json:"identity"`
+	Job      string `json:"job"`
+	// JobCreated is the creation time of the holder's Job: the order in which migrations were deployed.
+	JobCreated time.Time `json:"jobCreated,omitzero"`
+	Pod        string    `json:"pod,omitempty"`
+	// Acquired is when the holder took the lock; Renewed when it last said it still runs.
+	Acquired time.Time `json:"acquired"`
+	Renewed  time.Time `json:"renewed"`
+}
+
+func (h Holder) same(o Holder) bool {
+	return h.Job == o.Job && h.Pod == o.Pod && h.Acquired.Equal(o.Acquired)
+}
+
+func (h Holder) String() string {
+	return fmt.Sprintf("migration %s of Job %s (pod %s, since %s)", h.Identity, h.Job, h.Pod, h.Acquired.UTC().Format(time.RFC3339))
+}
+
+// LockOptions says which lock to take, and how to create the ConfigMap that holds it when it is missing.
+type LockOptions struct {
+	Namespace string // only for messages: the client is already namespaced
+	ConfigMap string
+	Holder    Holder // Identity, Job, JobCreated and Pod; the times are set here
+	// Lease is how long a lock whose holder stopped renewing it (a pod killed without a chance to release
+	// it) blocks the others, as each waiter measures it on its own clock: a lock that did not change for a
+	// Lease is taken over. The holder renews every Lease/3. Default 30s.
+	Lease time.Duration
+	// Poll is how often a waiter reads the lock; default 1s.
+	Poll time.Duration
+	// Create, Owner and Seed make a missing ConfigMap as Write does.
+	Create *Metadata
+	Owner  *metav1.OwnerReference
+	Seed   map[string]string
+	// WaitForConfigMap bounds the wait while the ConfigMap does not exist and may not be created here
+	// (o.Create nil); 0 tries once.
+	WaitForConfigMap time.Duration
+	// Progress is how often a waiter says it still waits; default 30s.
+	Progress time.Duration
+	Now      func() time.Time
+	Logf     func(format string, args ...any)
+}
+
+func (o *LockOptions) defaults() {
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.Progress <= 0 {
+		o.Progress = 30 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+}
+
+// Lock is a held migration lock; Release gives it back.
+type Lock struct {
+	client ConfigMapClient
+	o      LockOptions
+	holder Holder
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// HolderOf returns the lock recorded on cm, if any.
+func HolderOf(cm *corev1.ConfigMap) (Holder, bool) {
+	v, ok := cm.Annotations[LockAnnotation]
+	if !ok {
+		return Holder{}, false
+	}
+	var h Holder
+	if err := json.Unmarshal([]byte(v), &h); err != nil {
+		// unreadable: someone's, of unknown age; it expires like any other
+		return Holder{Identity: "?", Job: "?", Pod: v}, true
+	}
+	return h, true
+}
+
+// Acquire takes the release's migration lock on the ConfigMap o.ConfigMap (created when missing and o.Create
+// is set), waiting while another migration holds it and renews it. It returns the lock, renewed in the
+// background until Release, and the ConfigMap as it was when the lock was taken: its records are the ones
+// to decide on, since another migration may have completed during the wait. The update carries the
+// resourceVersion it read, so of two waiters only one takes a free lock.
+func Acquire(ctx context.Context, client ConfigMapClient, o LockOptions) (*Lock, *corev1.ConfigMap, error) {
+	o.defaults()
+	where := fmt.Sprintf("ConfigMap %s/%s", o.Namespace, o.ConfigMap)
+	var (
+		seen      string    // the lock's value as last read
+		seenSince time.Time // when this waiter first read that value
+		said      time.Time // when this waiter last said it waits
+		waitStart = o.Now()
+		missing   time.Time // when the ConfigMap was first found missing
+	)
+	for {
+		cm, err := client.Get(ctx, o.ConfigMap, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) && o.Create != nil:
+			held, created, err := o.create(ctx, client)
+			if err == nil {
+				o.Logf("created %s and took the release's migration lock in it", where)
+				return held, created, nil
+			}
+			if !apierrors.IsAlreadyExists(err) {
+				return nil, nil, fmt.Errorf("create %s to take the migration lock: %w", where, err)
+			}
+			continue
+		case apierrors.IsNotFound(err):
+			if missing.IsZero() {
+				missing = o.Now()
+				o.Logf("%s does not exist yet (it holds the migration records and is created with the chart): waiting up to %s for it",
+					where, o.WaitForConfigMap)
+			}
+			if o.Now().Sub(missing) >= o.WaitForConfigMap {
+				return nil, nil, fmt.Errorf("%s does not exist (waited %s): %w", where, o.WaitForConfigMap, err)
+			}
+			if err := sleep(ctx, o.Poll); err != nil {
+				return nil, nil, fmt.Errorf("waiting for %s to take the migration lock: %w", where, err)
+			}
+			continue
+		case err != nil:
+			return nil, nil, fmt.Errorf("read the migration lock in %s: %w", where, err)
+		}
+		now := o.Now()
+		holder, held := HolderOf(cm)
+		value := cm.Annotations[LockAnnotation]
+		if value != seen {
+			seen, seenSince = value, now
+		}
+		free := !held || holder.Job == o.Holder.Job && holder.Pod == o.Holder.Pod
+		expired := held && now.Sub(seenSince) >= o.Lease
+		if free || expired {
+			if expired && !free {
+				o.Logf("the migration lock in %s did not change for %s: its holder, %s, stopped renewing it; taking it over",
+					where, o.Lease, holder)
+			}
+			l, updated, err := o.take(ctx, client, cm)
+			switch {
+			case err == nil:
+				if waited := o.Now().Sub(waitStart); !said.IsZero() {
+					o.Logf("took the release's migration lock after waiting %s", waited.Round(time.Second))
+				}
+				return l, updated, nil
+			case apierrors.IsConflict(err):
+				// another waiter (or the holder's renewal) wrote first: read again at once
+				continue
+			default:
+				return nil, nil, fmt.Errorf("take the migration lock in %s: %w", where, err)
+			}
+		}
+		if said.IsZero() || now.Sub(said) >= o.Progress {
+			verb := "holds"
+			if !said.IsZero() {
+				verb = "still holds"
+			}
+			o.Logf("another migration of this release %s the lock in %s: %s, last renewed %s; waiting for it "+
+				"(one migration at a time; this Job's deadline keeps running)",
+				verb, where, holder, holder.Renewed.UTC().Format(time.RFC3339))
+			said = now
+		}
+		if err := sleep(ctx, o.Poll+time.Duration(rand.Int64N(int64(o.Poll/4)+1))); err != nil {
+			return nil, nil, fmt.Errorf("waiting for the migration lock in %s, held by %s: %w", where, holder, err)
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// create makes the missing ConfigMap with the lock in it.
+func (o *LockOptions) create(ctx context.Context, client ConfigMapClient) (*Lock, *corev1.ConfigMap, error) {
+	cm := o.Create.configMap(o.ConfigMap)
+	if o.Owner != nil {
+		cm.OwnerReferences = []metav1.OwnerReference{*o.Owner}
+	}
+	cm.Data = maps.Clone(o.Seed)
+	h := o.Holder
+	h.Acquired = o.Now()
+	h.Renewed = h.Acquired
+	if err := setHolder(cm, h); err != nil {
+		return nil, nil, err
+	}
+	created, err := client.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, nil, err
+	}
+	return o.start(client, h), created, nil
+}
+
+// take writes this holder into cm, with cm's resourceVersion.
+func (o *LockOptions) take(ctx context.Context, client ConfigMapClient, cm *corev1.ConfigMap) (*Lock, *corev1.ConfigMap, error) {
+	h := o.Holder
+	h.Acquired = o.Now()
+	h.Renewed = h.Acquired
+	updated := cm.DeepCopy()
+	if err := setHolder(updated, h); err != nil {
+		return nil, nil, err
+	}
+	got, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
+		return nil, nil, err
+	}
+	return o.start(client, h), got, nil
+}
+
+func setHolder(cm *corev1.ConfigMap, h Holder) error {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("encode the migration lock: %w", err)
+	}
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	cm.Annotations[LockAnnotation] = string(b)
+	return nil
+}
+
+func (o *LockOptions) start(client ConfigMapClient, h Holder) *Lock {
+	l := &Lock{client: client, o: *o, holder: h, stop: make(chan struct{}), done: make(chan struct{})}
+	go l.renew()
+	return l
+}
+
+// Holder is the lock as this holder wrote it.
+func (l *Lock) Holder() Holder { return l.holder }
+
+// renew says every Lease/3 that the holder still runs, until Release.
+func (l *Lock) renew() {
+	defer close(l.done)
+	where := fmt.Sprintf("ConfigMap %s/%s", l.o.Namespace, l.o.ConfigMap)
+	tick := time.NewTicker(l.o.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), l.o.Lease/3)
+		err := l.update(ctx, func(cm *corev1.ConfigMap) (bool, error) {
+			h := l.holder
+			h.Renewed = l.o.Now()
+			return true, setHolder(cm, h)
+		})
+		cancel()
+		if err != nil {
+			l.o.Logf("renewing the migration lock in %s: %v (another migration may take it over after %s without a renewal)", where, err, l.o.Lease)
+		}
+	}
+}
+
+// update applies change to the ConfigMap while it still holds this lock, retrying conflicts.
+func (l *Lock) update(ctx context.Context, change func(*corev1.ConfigMap) (bool, error)) error {
+	for {
+		cm, err := l.client.Get(ctx, l.o.ConfigMap, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get: %w", err)
+		}
+		if h, ok := HolderOf(cm); !ok || !h.same(l.holder) {
+			return fmt.Errorf("the lock is no longer this migration's (it is %q)", cm.Annotations[LockAnnotation])
+		}
+		updated := cm.DeepCopy()
+		write, err := change(updated)
+		if err != nil || !write {
+			return err
+		}
+		_, err = l.client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
+		if !apierrors.IsConflict(err) {
+			if err != nil {
+				return fmt.Errorf("update: %w", err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(rand.Int64N(int64(100 * time.Millisecond)))):
+		}
+	}
+}
+
+// Release stops the renewals and removes the lock, if it is still this holder's. It is safe to call more
+// than once; a lock that cannot be removed expires after its Lease.
+func (l *Lock) Release(ctx context.Context) error {
+	var err error
+	l.once.Do(func() {
+		close(l.stop)
+		<-l.done
+		err = l.update(ctx, func(cm *corev1.ConfigMap) (bool, error) {
+			delete(cm.Annotations, LockAnnotation)
+			return true, nil
+		})
+		if err != nil {
+			err = fmt.Errorf("release the migration lock in ConfigMap %s/%s: %w", l.o.Namespace, l.o.ConfigMap, err)
+		}
+	})
+	return err
+}

@@ -1,0 +1,196 @@
+package record_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/premigrate/premigrate/internal/record"
+)
+
+func lockOptions(job string) record.LockOptions {
+	return record.LockOptions{
+		Namespace: ns,
+		ConfigMap: name,
+		Holder:    record.Holder{Identity: "id-" + job, Job: job, Pod: job + "-pod"},
+		Lease:     300 * time.Millisecond,
+		Poll:      10 * time.Millisecond,
+	}
+}
+
+// lockedConfigMap is a ConfigMap whose lock a holder wrote and never renews (its pod was killed).
+func lockedConfigMap(t *testing.T, job string, acquired time.Time) *fake.Clientset {
+	t.Helper()
+	b, err := json.Marshal(record.Holder{Identity: "id-" + job, Job: job, Pod: job + "-pod", Acquired: acquired, Renewed: acquired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := configMap(map[string]string{})
+	cm.ResourceVersion = "1"
+	cm.Annotations = map[string]string{record.LockAnnotation: string(b)}
+	cs := fake.NewClientset(cm)
+	apiServerUpdates(cs, func(int) {})
+	return cs
+}
+
+func TestOfTwoMigrationsThatFoundTheLockFreeOnlyTheFirstToWriteHoldsIt(t *testing.T) {
+	cm := configMap(map[string]string{})
+	cm.ResourceVersion = "1"
+	cs := fake.NewClientset(cm)
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	apiServerUpdates(cs, func(n int) {
+		if n != 1 {
+			return
+		}
+		// another migration read the free lock too, and wrote itself in after our read, before our update
+		b, err := json.Marshal(record.Holder{Identity: "id-other", Job: "other", Pod: "other-pod", Acquired: time.Now(), Renewed: time.Now()})
+		if err != nil {
+			t.Error(err)
+		}
+		other := configMap(map[string]string{})
+		other.ResourceVersion = "2"
+		other.Annotations = map[string]string{record.LockAnnotation: string(b)}
+		if err := cs.Tracker().Update(gvr, other, ns); err != nil {
+			t.Error(err)
+		}
+	})
+	var said strings.Builder
+	o := lockOptions("late")
+	o.Logf = func(f string, args ...any) { said.WriteString(fmt.Sprintf(f, args...) + "\n") }
+	start := time.Now()
+	l, _, err := record.Acquire(context.Background(), cs.CoreV1().ConfigMaps(ns), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(context.Background()) }()
+	// the other migration never renews (it is simulated): its lock expires after a lease, then ours is taken
+	if took := time.Since(start); took < o.Lease || !strings.Contains(said.String(), "Job other") {
+		t.Errorf("took the lock after %s although another migration wrote itself in first (the take must carry the resourceVersion "+
+			"it read, so that the later writer gets a conflict and waits); said:\n%s", took, said.String())
+	}
+}
+
+func TestALockIsHeldAsLongAsItsHolderRenewsItAndGivenBackOnRelease(t *testing.T) {
+	cm := configMap(map[string]string{"abc": "x"})
+	cm.ResourceVersion = "1"
+	cs := fake.NewClientset(cm)
+	apiServerUpdates(cs, func(int) {})
+	first, _, err := record.Acquire(context.Background(), cs.CoreV1().ConfigMaps(ns), lockOptions("first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var said strings.Builder
+	var mu sync.Mutex
+	o := lockOptions("second")
+	o.Logf = func(f string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		said.WriteString(strings.TrimSpace(f) + "\n")
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		l, _, err := record.Acquire(context.Background(), cs.CoreV1().ConfigMaps(ns), o)
+		if err != nil {
+			t.Error(err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		_ = l.Release(context.Background())
+	}()
+	// three leases: a holder that renews keeps the lock however long it runs
+	time.Sleep(900 * time.Millisecond)
+	released := time.Now()
+	if err := first.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	at, ok := <-got
+	if !ok {
+		return
+	}
+	if at.Before(released) {
+		t.Errorf("the second migration took the lock %s before the first released it, though the first renewed it", released.Sub(at))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(said.String(), "another migration of this release %s the lock") {
+		t.Errorf("the waiter did not say whom it waits for:\n%s", said.String())
+	}
+	if d := configMapOf(t, cs).Data; d["abc"] != "x" {
+		t.Errorf("the records changed under the lock: %v", d)
+	}
+}
+
+func TestALockWhoseHolderStoppedRenewingItIsTakenOverAfterTheLease(t *testing.T) {
+	cs := lockedConfigMap(t, "killed", time.Now().Add(-time.Hour))
+	var said strings.Builder
+	o := lockOptions("next")
+	o.Logf = func(f string, args ...any) { said.WriteString(f + "\n") }
+	start := time.Now()
+	l, _, err := record.Acquire(context.Background(), cs.CoreV1().ConfigMaps(ns), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(context.Background()) }()
+	// the waiter measures the lease on its own clock from when it first saw the lock, never from the
+	// holder's timestamps (the clocks of two nodes differ)
+	if took := time.Since(start); took < o.Lease {
+		t.Errorf("took over a lock after %s, before a lease of %s without a change", took, o.Lease)
+	}
+	if !strings.Contains(said.String(), "stopped renewing it; taking it over") {
+		t.Errorf("the take-over was not logged:\n%s", said.String())
+	}
+	if h, _ := record.HolderOf(configMapOf(t, cs)); h.Job != "next" {
+		t.Errorf("lock holder is %+v, want Job next", h)
+	}
+}
+
+func TestWaitingForTheLockStopsWhenTheGateIsAskedToStop(t *testing.T) {
+	cs := lockedConfigMap(t, "holder", time.Now())
+	o := lockOptions("waiter")
+	o.Lease = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, _, err := record.Acquire(ctx, cs.CoreV1().ConfigMaps(ns), o); err == nil || !strings.Contains(err.Error(), "held by migration id-holder of Job holder") {
+		t.Errorf("err = %v, want the wait to end naming the holder", err)
+	}
+}
+
+func TestTheLockCreatesAMissingStoreWithTheEarlierRecords(t *testing.T) {
+	cs := fake.NewClientset()
+	o := lockOptions("first")
+	o.Create = &record.Metadata{Labels: map[string]string{"app.kubernetes.io/name": "shop"}}
+	o.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: "data-db-0", UID: "pvc-uid"}
+	o.Seed = map[string]string{"0123456789": `{"completedAt":"2026-03-04T05:06:00Z","job":"j"}`}
+	l, cm, err := record.Acquire(context.Background(), cs.CoreV1().ConfigMaps(ns), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cm.Data["0123456789"]; !ok || len(cm.OwnerReferences) != 1 || cm.Labels["app.kubernetes.io/name"] != "shop" {
+		t.Errorf("created %+v", cm)
+	}
+	if h, held := record.HolderOf(cm); !held || h.Job != "first" {
+		t.Errorf("created without the lock: %v", cm.Annotations)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Error(err)
+	}
+}
+
+func configMapOf(t *testing.T, cs *fake.Clientset) *corev1.ConfigMap {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
