@@ -20,14 +20,14 @@ import (
 // on this database (never backwards: its Job was created later), or the lock could not be taken.
 func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.Lock, bool, error) {
 	logf := cli.Logf(log)
-	created, known := r.readJobCreated(ctx, e, log)
+	created, uid, known := r.readJob(ctx, log)
 	if known {
 		r.jobCreated = created
 	}
 	o := record.LockOptions{
 		Namespace: r.ns,
 		ConfigMap: r.recordsAt(),
-		Holder:    record.Holder{Identity: r.o.identity, Job: r.o.job, JobCreated: r.jobCreated, Pod: e.getenv("HOSTNAME")},
+		Holder:    record.Holder{Identity: r.o.identity, Job: r.o.job, JobUID: uid, JobCreated: r.jobCreated, Pod: e.getenv("HOSTNAME")},
 		Create:    r.meta,
 		Now:       e.now,
 		// --wait-for-configmap: a chart that does not let the gate create the records waits for them
@@ -82,11 +82,11 @@ func (r *recorder) exitFor(ctx context.Context, err error) error {
 	return cli.Exit(exitFailed, err)
 }
 
-// readJobCreated reads the creation time of this migration's Job: the order in which migrations were
+// readJob reads the creation time of this migration's Job, and its UID,: the order in which migrations were
 // deployed (known=true). When the Job cannot be read (a later apply of job mode renamed the Role's Job) it
 // returns the time this process started, after the Job's creation: a record of a Job created after that is
 // still known to be of a later deploy.
-func (r *recorder) readJobCreated(ctx context.Context, e *env, log *slog.Logger) (time.Time, bool) {
+func (r *recorder) readJob(ctx context.Context, log *slog.Logger) (time.Time, string, bool) {
 	job, err := r.clients.jobs(r.ns).Get(ctx, r.o.job, metav1.GetOptions{})
 	if err != nil {
 		why := err.Error()
@@ -96,9 +96,9 @@ func (r *recorder) readJobCreated(ctx context.Context, e *env, log *slog.Logger)
 		log.Warn(fmt.Sprintf("warning: cannot read Job %s/%s for its creation time (%s): checking the order of the migrations "+
 			"against this pod's start instead (a migration deployed after this Job but before this pod started is not seen as later)",
 			r.ns, r.o.job, why))
-		return r.started, false
+		return r.started, "", false
 	}
-	return job.CreationTimestamp.Time, true
+	return job.CreationTimestamp.Time, string(job.UID), true
 }
 
 type laterRecord struct {

@@ -86,8 +86,26 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 		return cli.Exit(exitInterrupted, err)
 	}
 	start := e.now()
-	code := runChild(ctx, o.argv, e.Streams, log)
+	childCtx, stopChild := context.WithCancel(ctx)
+	defer stopChild()
+	go func() {
+		select {
+		case <-lock.Lost():
+			log.Error(fmt.Sprintf("lost the release's migration lock while migration %s ran: stopping it (SIGTERM), since another migration may start", r.o.identity))
+			stopChild()
+		case <-childCtx.Done():
+		}
+	}()
+	code := runChild(childCtx, o.argv, e.Streams, log)
 	took := e.now().Sub(start).Round(time.Millisecond)
+	select {
+	case <-lock.Lost():
+		err := fmt.Errorf("migration command %q exited %d after %s, but the release's migration lock was lost while it ran: "+
+			"not recording identity %s; the next run repeats it", o.argv[0], code, took, r.o.identity)
+		log.Error(err.Error())
+		return cli.Exit(exitFailed, err)
+	default:
+	}
 	if code != exitOK {
 		err := fmt.Errorf("migration command %q exited %d after %s: nothing recorded", o.argv[0], code, took)
 		log.Error(err.Error())

@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -23,6 +24,8 @@ const LockAnnotation = "premigrate.io/migration-lock"
 type Holder struct {
 	Identity string `json:"identity"`
 	Job      string `json:"job"`
+	// JobUID tells this Job from an earlier one of the same name (a hook Job replaced by the next upgrade's).
+	JobUID string `json:"jobUID,omitempty"`
 	// JobCreated is the creation time of the holder's Job: the order in which migrations were deployed.
 	JobCreated time.Time `json:"jobCreated,omitzero"`
 	Pod        string    `json:"pod,omitempty"`
@@ -88,6 +91,7 @@ type Lock struct {
 	holder Holder
 	stop   chan struct{}
 	done   chan struct{}
+	lost   chan struct{}
 	once   sync.Once
 }
 
@@ -155,10 +159,18 @@ func Acquire(ctx context.Context, client ConfigMapClient, o LockOptions) (*Lock,
 		if value != seen {
 			seen, seenSince = value, now
 		}
-		free := !held || holder.Job == o.Holder.Job && holder.Pod == o.Holder.Pod
+		// A lock of this same Job is an earlier pod's, which ended without releasing it (killed): a Job runs
+		// one pod at a time, and with a podFailurePolicy (every premigrate Job has one) it starts the next only
+		// once the previous one is terminal.
+		ours := held && o.Holder.JobUID != "" && holder.JobUID == o.Holder.JobUID
+		free := !held || ours
 		expired := held && now.Sub(seenSince) >= o.Lease
 		if free || expired {
-			if expired && !free {
+			switch {
+			case ours && holder.Pod != o.Holder.Pod:
+				o.Logf("the migration lock in %s is held by an earlier pod of this Job, %s, which ended without releasing it: taking it over",
+					where, holder.Pod)
+			case expired && !free:
 				o.Logf("the migration lock in %s did not change for %s: its holder, %s, stopped renewing it; taking it over",
 					where, o.Lease, holder)
 			}
@@ -250,7 +262,7 @@ func setHolder(cm *corev1.ConfigMap, h Holder) error {
 }
 
 func (o *LockOptions) start(client ConfigMapClient, h Holder) *Lock {
-	l := &Lock{client: client, o: *o, holder: h, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &Lock{client: client, o: *o, holder: h, stop: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{})}
 	go l.renew()
 	return l
 }
@@ -258,30 +270,48 @@ func (o *LockOptions) start(client ConfigMapClient, h Holder) *Lock {
 // Holder is the lock as this holder wrote it.
 func (l *Lock) Holder() Holder { return l.holder }
 
-// renew says every Lease/3 that the holder still runs, until Release.
+// Lost is closed when the holder can no longer count on the lock: its renewals failed for two thirds of a
+// Lease (the others take it over after a whole Lease without a change), or another migration took it over.
+// What the lock protects must stop then.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// renew says every Lease/6 that the holder still runs, until Release.
 func (l *Lock) renew() {
 	defer close(l.done)
 	where := fmt.Sprintf("ConfigMap %s/%s", l.o.Namespace, l.o.ConfigMap)
-	tick := time.NewTicker(l.o.Lease / 3)
+	tick := time.NewTicker(l.o.Lease / 6)
 	defer tick.Stop()
+	renewed := l.o.Now()
+	lost := false
 	for {
 		select {
 		case <-l.stop:
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), l.o.Lease/3)
+		ctx, cancel := context.WithTimeout(context.Background(), l.o.Lease/6)
 		err := l.update(ctx, func(cm *corev1.ConfigMap) (bool, error) {
 			h := l.holder
 			h.Renewed = l.o.Now()
 			return true, setHolder(cm, h)
 		})
 		cancel()
-		if err != nil {
-			l.o.Logf("renewing the migration lock in %s: %v (another migration may take it over after %s without a renewal)", where, err, l.o.Lease)
+		switch {
+		case err == nil:
+			renewed = l.o.Now()
+		case lost:
+		case errors.Is(err, errNotOurs) || l.o.Now().Sub(renewed) >= 2*l.o.Lease/3:
+			l.o.Logf("lost the migration lock in %s: %v (no renewal for %s; another migration may take it over after %s)",
+				where, err, l.o.Now().Sub(renewed).Round(time.Second), l.o.Lease)
+			lost = true
+			close(l.lost)
+		default:
+			l.o.Logf("renewing the migration lock in %s: %v (retrying)", where, err)
 		}
 	}
 }
+
+var errNotOurs = errors.New("the lock is no longer this migration's")
 
 // update applies change to the ConfigMap while it still holds this lock, retrying conflicts.
 func (l *Lock) update(ctx context.Context, change func(*corev1.ConfigMap) (bool, error)) error {
@@ -291,7 +321,7 @@ func (l *Lock) update(ctx context.Context, change func(*corev1.ConfigMap) (bool,
 			return fmt.Errorf("get: %w", err)
 		}
 		if h, ok := HolderOf(cm); !ok || !h.same(l.holder) {
-			return fmt.Errorf("the lock is no longer this migration's (it is %q)", cm.Annotations[LockAnnotation])
+			return fmt.Errorf("%w (it is %q)", errNotOurs, cm.Annotations[LockAnnotation])
 		}
 		updated := cm.DeepCopy()
 		write, err := change(updated)
@@ -324,7 +354,10 @@ func (l *Lock) Release(ctx context.Context) error {
 			delete(cm.Annotations, LockAnnotation)
 			return true, nil
 		})
-		if err != nil {
+		switch {
+		case errors.Is(err, errNotOurs):
+			err = nil // taken over: nothing of ours to remove
+		case err != nil:
 			err = fmt.Errorf("release the migration lock in ConfigMap %s/%s: %w", l.o.Namespace, l.o.ConfigMap, err)
 		}
 	})

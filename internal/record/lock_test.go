@@ -10,9 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/premigrate/premigrate/internal/record"
 )
@@ -193,4 +196,84 @@ func configMapOf(t *testing.T, cs *fake.Clientset) *corev1.ConfigMap {
 		t.Fatal(err)
 	}
 	return cm
+}
+
+func TestALockLeftByAnEarlierPodOfTheSameJobIsTakenOverAtOnceButNotOneOfAnotherJobOfTheSameName(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		uid      string
+		takeOver bool
+	}{
+		{"the same Job (its UID): a retry pod after a kill", "uid-1", true},
+		{"a Job of the same name but another UID: a replaced hook Job whose pod may still run", "uid-2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(record.Holder{Identity: "id", Job: "migrate", JobUID: "uid-1", Pod: "migrate-aaaaa", Acquired: time.Now(), Renewed: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm := configMap(map[string]string{})
+			cm.ResourceVersion = "1"
+			cm.Annotations = map[string]string{record.LockAnnotation: string(b)}
+			cs := fake.NewClientset(cm)
+			apiServerUpdates(cs, func(int) {})
+			o := lockOptions("migrate")
+			o.Holder = record.Holder{Identity: "id", Job: "migrate", JobUID: tc.uid, Pod: "migrate-bbbbb"}
+			o.Lease = time.Hour
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			l, _, err := record.Acquire(ctx, cs.CoreV1().ConfigMaps(ns), o)
+			if (err == nil) != tc.takeOver {
+				t.Fatalf("took the lock: %v (err %v), want %v", err == nil, err, tc.takeOver)
+			}
+			if l != nil {
+				_ = l.Release(context.Background())
+			}
+		})
+	}
+}
+
+func TestAHolderThatCannotRenewItsLockIsToldItLostItBeforeAnotherCanTakeItOver(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		failure func(cs *fake.Clientset)
+	}{
+		{"another migration took it over", func(cs *fake.Clientset) {
+			cm := configMap(map[string]string{})
+			cm.ResourceVersion = "100"
+			cm.Annotations = map[string]string{record.LockAnnotation: `{"job":"other"}`}
+			if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, cm, ns); err != nil {
+				t.Error(err)
+			}
+		}},
+		{"the API server refuses every renewal (the ServiceAccount was deleted)", func(cs *fake.Clientset) {
+			cs.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewUnauthorized("token is not valid")
+			})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cm := configMap(map[string]string{})
+			cm.ResourceVersion = "1"
+			cs := fake.NewClientset(cm)
+			apiServerUpdates(cs, func(int) {})
+			o := lockOptions("holder")
+			o.Lease = 600 * time.Millisecond
+			l, _, err := record.Acquire(context.Background(), cs.CoreV1().ConfigMaps(ns), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = l.Release(context.Background()) }()
+			broken := time.Now()
+			tc.failure(cs)
+			select {
+			case <-l.Lost():
+				if took := time.Since(broken); took >= o.Lease {
+					t.Errorf("told after %s, not before the %s lease after which another migration takes the lock", took, o.Lease)
+				}
+			case <-time.After(2 * o.Lease):
+				t.Errorf("never told the lock was lost")
+			}
+		})
+	}
 }

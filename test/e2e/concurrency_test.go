@@ -92,3 +92,143 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 		t.Errorf("%d of the two racing runs logged that they waited for the lock, want exactly 1: the runs did not overlap", waited)
 	}
 }
+
+// Three deploys of job mode applied back to back (a GitOps tool, a CI pipeline that applies each commit):
+// three Jobs at once. The first migration is slow, so the other two start while it runs. The release's
+// migration lock must run them one at a time; and no migration may run after one deployed after it
+// succeeded. The evidence is the migration's own: the demo's migrate takes a PostgreSQL advisory lock and
+// logs when another run holds it, which the gate's lock must make impossible; its runs, with the database's
+// start and finish times, are in demo_migrate_runs.
+func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *testing.T) {
+	share(t, weightOne, 90*time.Second)
+	res := scenario(t, "back-to-back-migrations", env.kubectl)
+	ctx := context.Background()
+	ns := newNamespace(t, "backtoback", restricted)
+	r := newRelease(t, ns, "app", "")
+	base := deepMerged(baseValues(), map[string]any{
+		"migration":  map[string]any{"mode": "job"},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "back-to-back-password"}},
+	})
+	r.apply(r.template(deepMerged(base, map[string]any{"image": map[string]any{"tag": "v1"}})))
+	r.rolledOut(4 * time.Minute)
+
+	type deploy struct {
+		tag, id, job string
+		created      time.Time
+	}
+	var deploys []deploy
+	start := time.Now()
+	for i, tag := range []string{"v3", "v4", "v5"} {
+		values := deepMerged(base, map[string]any{"image": map[string]any{"tag": tag}})
+		if i == 0 {
+			// versions 2 and 3, 15 s each: the next two deploys come while it runs
+			values = deepMerged(values, map[string]any{"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}}})
+		}
+		r.apply(r.template(values))
+		id := r.appIdentity(ctx)
+		job := r.migrationJob(ctx, id)
+		if job == nil {
+			t.Fatalf("deploy of %s: no migration Job for identity %s", tag, id)
+		}
+		deploys = append(deploys, deploy{tag: tag, id: id, job: job.Name, created: job.CreationTimestamp.Time})
+		if i < 2 {
+			// Jobs' creation times have a resolution of one second; and each Job's pod reads its own Job, by
+			// name, before the next apply renames the Job in the migration's Role (else it orders itself by
+			// its pod's start, which misses a deploy made before that)
+			time.Sleep(8 * time.Second)
+		}
+	}
+	r.rolledOut(4 * time.Minute)
+	last := deploys[len(deploys)-1]
+	if got := r.appIdentity(ctx); got != last.id {
+		t.Fatalf("the Deployment runs identity %s, want the last deploy's %s", got, last.id)
+	}
+	finished := map[string]*batchv1.Job{}
+	waitUntil(t, "every migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, d := range deploys {
+			j, err := env.client.BatchV1().Jobs(ns).Get(ctx, d.job, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if j.Status.Succeeded == 0 && !jobFailed(j) {
+				return false, nil
+			}
+			finished[d.tag] = j
+		}
+		return true, nil
+	})
+	res.Numbers["allFinishedSec"] = time.Since(start).Seconds()
+	r.assertWitness(ctx, last.id)
+
+	waitedForTheGate, refused := 0, 0
+	for _, d := range deploys {
+		log, err := runStdout(env.kubectl, "logs", "-n", ns, "job/"+d.job, "-c", "migrate")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the demo's own lock: held by another run only when two migrations ran at once
+		if strings.Contains(log, "another migration run holds the lock") {
+			t.Errorf("the migration of %s (Job %s) found another migration running on the database: the release's lock "+
+				"did not keep them apart; its log:\n%s", d.tag, d.job, log)
+		}
+		if strings.Contains(log, "another migration of this release holds the lock") {
+			waitedForTheGate++
+		}
+		if jobFailed(finished[d.tag]) {
+			if !strings.Contains(log, "a migration never runs after one deployed after it") {
+				t.Errorf("Job %s of %s failed, and not because a later deploy's migration had succeeded; its log:\n%s", d.job, d.tag, log)
+			}
+			refused++
+		}
+	}
+	res.Numbers["waitedForTheLock"] = float64(waitedForTheGate)
+	res.Numbers["refusedAsBackwards"] = float64(refused)
+	if waitedForTheGate == 0 {
+		t.Errorf("no migration waited for the release's lock: the deploys did not overlap, so this proves nothing")
+	}
+	// the runs, as the database recorded them: one at a time, in the order of the deploys
+	ids := make([]string, len(deploys))
+	for i, d := range deploys {
+		ids[i] = "'" + d.id + "'"
+	}
+	ts := func(col string) string {
+		return "to_char(" + col + " at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
+	}
+	rows := strings.Split(r.psql("select identity || ' ' || "+ts("started_at")+" || ' ' || "+ts("finished_at")+
+		" from demo_migrate_runs where identity in ("+strings.Join(ids, ",")+") order by started_at"), "\n")
+	order := map[string]int{}
+	for i, d := range deploys {
+		order[d.id] = i
+	}
+	prevOrder, prevEnd := -1, time.Time{}
+	for _, row := range rows {
+		f := strings.Fields(row)
+		if len(f) != 3 {
+			continue
+		}
+		i, ours := order[f[0]]
+		if !ours {
+			continue
+		}
+		started, err1 := time.Parse(time.RFC3339Nano, f[1])
+		ended, err2 := time.Parse(time.RFC3339Nano, f[2])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("demo_migrate_runs row %q: %v %v", row, err1, err2)
+		}
+		if i < prevOrder {
+			t.Errorf("the migration of %s ran after that of a later deploy: runs %v", deploys[i].tag, rows)
+		}
+		if started.Before(prevEnd) {
+			t.Errorf("the migration of %s started at %s, before the previous run finished at %s: runs %v", deploys[i].tag, f[1], prevEnd, rows)
+		}
+		prevOrder, prevEnd = i, ended
+	}
+	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4,5" {
+		t.Errorf("schema_migrations holds %q, want each of 1..5 once", got)
+	}
+	if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + last.id + "'"); n != 1 {
+		t.Errorf("the last deploy's migration ran %d times, want once", n)
+	}
+	t.Logf("three deploys back to back: %d waited for the release's lock, %d refused as backwards, all done in %s",
+		waitedForTheGate, refused, time.Since(start).Round(time.Second))
+}

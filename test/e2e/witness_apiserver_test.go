@@ -58,6 +58,47 @@ func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 		}
 	})
 
+	t.Run("of two migrations that found the release's lock free, only the first to write holds it", func(t *testing.T) {
+		cms := env.client.CoreV1().ConfigMaps(ns)
+		lockOpts := func(job string) record.LockOptions {
+			return record.LockOptions{Namespace: ns, ConfigMap: records, Holder: record.Holder{Identity: job, Job: job, Pod: job + "-pod"},
+				Lease: time.Minute, Poll: 50 * time.Millisecond, Logf: t.Logf}
+		}
+		var first *record.Lock
+		interleaved := &interleavingClient{ConfigMapClient: cms, between: func() {
+			// another migration takes the lock after our read, before our update
+			l, _, err := record.Acquire(ctx, cms, lockOpts("first"))
+			if err != nil {
+				t.Errorf("the other migration: %v", err)
+			}
+			first = l
+		}}
+		got := make(chan time.Time, 1)
+		go func() {
+			l, _, err := record.Acquire(ctx, interleaved, lockOpts("second"))
+			if err != nil {
+				t.Error(err)
+				close(got)
+				return
+			}
+			got <- time.Now()
+			_ = l.Release(ctx)
+		}()
+		time.Sleep(2 * time.Second)
+		if first == nil {
+			t.Fatal("the other migration never took the lock")
+		}
+		released := time.Now()
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		at, ok := <-got
+		if ok && at.Before(released) {
+			t.Errorf("the second migration took the lock %s before the first released it: its update, made on a stale read, "+
+				"must have been refused with a conflict", released.Sub(at))
+		}
+	})
+
 	t.Run("a Complete Job of the gate's Job name but another identity releases nothing", func(t *testing.T) {
 		const name = "app-migrate"
 		cfg := gate.Config{Namespace: ns, Identity: "cccccccccc", Records: records, Job: name, Timeout: 3 * time.Minute,
