@@ -232,3 +232,72 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 	t.Logf("three deploys back to back: %d waited for the release's lock, %d refused as backwards, all done in %s",
 		waitedForTheGate, refused, time.Since(start).Round(time.Second))
 }
+
+// An install whose migration still runs when the first upgrade starts (an install without --wait and an
+// upgrade at once in a pipeline; an install that timed out, then `helm upgrade --install`). The install's Job
+// is a plain one; the upgrade's is a pre-upgrade hook, whose ServiceAccount replaces the install's under the
+// running Job. The two migrations must not run at once, and the upgrade must end with its own migration
+// recorded and its pods released. The evidence is the demo migration's own advisory lock, which it logs
+// finding held, and its runs in demo_migrate_runs.
+func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			share(t, weightOne, 120*time.Second)
+			res := scenario(t, "install-racing-upgrade-"+h.name, h.bin)
+			ctx := context.Background()
+			ns := newNamespace(t, "race-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			install := deepMerged(baseValues(), map[string]any{
+				"image":     map[string]any{"tag": "v2"},
+				"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}},
+			})
+			mustRun(t, h.bin, "install", r.name, env.chart, "-n", ns, "--values", r.valuesFile(install)) // no --wait
+			installJob := r.fullname() + "-migrate-" + r.appIdentity(ctx)
+			waitUntil(t, "the install's migration to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + installJob})
+				if err != nil {
+					return false, err
+				}
+				for _, p := range pods.Items {
+					for _, cs := range p.Status.ContainerStatuses {
+						if cs.Name == "migrate" && cs.State.Running != nil {
+							return true, nil
+						}
+					}
+				}
+				return false, nil
+			})
+			time.Sleep(3 * time.Second) // inside the install's migration (two versions of 15 s)
+			_, d, err := r.deploy(deepMerged(baseValues(), map[string]any{"image": map[string]any{"tag": "v3"}}))
+			if err != nil {
+				t.Fatalf("the first upgrade, while the install's migration ran: %v", err)
+			}
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades = 1
+			id := r.appIdentity(ctx)
+			r.assertWitness(ctx, id)
+
+			log, err := runStdout(env.kubectl, "logs", "-n", ns, "job/"+r.fullname()+"-migrate", "-c", "migrate")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(log, "another migration run holds the lock") {
+				t.Errorf("the upgrade's migration found the install's running on the database: the release's lock did not keep them apart; its log:\n%s", log)
+			}
+			if !strings.Contains(log, "another migration of this release holds the lock") {
+				t.Errorf("the upgrade's migration did not wait for the install's: the race this scenario is about did not happen; its log:\n%s", log)
+			}
+			if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3" {
+				t.Errorf("schema_migrations holds %q, want each of 1..3 once", got)
+			}
+			if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
+				t.Errorf("the upgrade's migration ran %d times, want once", n)
+			}
+			if _, ok := r.records(ctx)[id]; !ok {
+				t.Errorf("the upgrade's identity %s is not recorded", id)
+			}
+			t.Logf("the first upgrade, started while the install's migration ran, took %s; the upgrade's migration log:\n%s", d.Round(time.Second), log)
+		})
+	}
+}

@@ -105,7 +105,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 	if manifest == "" {
 		t.Fatal("no Job in the release's manifest")
 	}
-	mustRun(t, env.kubectl, "patch", "role", r.fullname()+"-migrate", "-n", ns, "--type", "json",
+	mustRun(t, env.kubectl, "patch", "role", job, "-n", ns, "--type", "json",
 		"-p", `[{"op":"replace","path":"/rules/0/verbs","value":["update","patch"]}]`)
 	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)

@@ -53,7 +53,8 @@ func TestTheRecordsAreBoundToTheDatabaseTheReleaseUses(t *testing.T) {
 					t.Errorf("%s's PREMIGRATE_DATABASE_URL = %+v, want from %+v", where, e, c.urlFrom)
 				}
 			}
-			for _, role := range []string{fullname + "-gate", fullname + "-migrate"} {
+			// the migration's Role carries its Job's name (beside a plain Job, "-migrate-<identity>")
+			for _, role := range []string{fullname + "-gate", r.job(t).Name} {
 				var extra []rbacv1.PolicyRule
 				for _, rule := range mustFind[*rbacv1.Role](t, r, "Role", role).Rules {
 					if !equalStrings(rule.Resources, []string{"configmaps"}) && !equalStrings(rule.Resources, []string{"jobs"}) {

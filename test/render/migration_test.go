@@ -250,7 +250,8 @@ migration:
 	t.Run("the migration ServiceAccount may only update the records ConfigMaps, create one and read its own Job", func(t *testing.T) {
 		for _, upgrade := range []bool{false, true} {
 			r := render(t, renderOptions{upgrade: upgrade})
-			role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-migrate")
+			// named after the Job: beside a plain Job it lives as long as that Job
+			role := mustFind[*rbacv1.Role](t, r, "Role", r.job(t).Name)
 			want := []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations", fullname + "-migration-records"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
@@ -270,8 +271,8 @@ migration:
 			t.Errorf("serviceAccountName %q", job.Spec.Template.Spec.ServiceAccountName)
 		}
 		mustFind[*corev1.ServiceAccount](t, r, "ServiceAccount", fullname+"-migrate")
-		rb := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", fullname+"-migrate")
-		if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != fullname+"-migrate" || len(rb.Subjects) != 1 ||
+		rb := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", job.Name)
+		if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != job.Name || len(rb.Subjects) != 1 ||
 			rb.Subjects[0].Name != fullname+"-migrate" || rb.Subjects[0].Namespace != namespace {
 			t.Errorf("role binding %+v", rb)
 		}
@@ -304,7 +305,11 @@ migration:
 				wantOwners = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: fullname + "-migrations", UID: recordsUID}}
 			}
 			for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
-				o, _ := r.find(kind, fullname+"-migrate")
+				name := fullname + "-migrate"
+				if kind != "ServiceAccount" {
+					name = r.job(t).Name // the Job's name: "-migrate-<identity>" beside a plain Job
+				}
+				o, _ := r.find(kind, name)
 				if got := hookAnnotations(o.meta.GetAnnotations()); !reflect.DeepEqual(got, want) {
 					t.Errorf("%s: %s hook annotations %v, want %v", tc.name, kind, got, want)
 				}

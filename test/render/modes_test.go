@@ -20,11 +20,11 @@ func TestTheJobAndArgoCDModesAndADisabledMigration(t *testing.T) {
 				t.Errorf("upgrade=%v: job name %q", upgrade, job.Name)
 			}
 			assertNoHookAnnotations(t, r)
-			for _, name := range []string{fullname + "-migrate"} {
-				for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
-					if _, ok := r.find(kind, name); !ok {
-						t.Errorf("no %s %s", kind, name)
-					}
+			// the ServiceAccount keeps one name (a cloud IAM binding names it); the Role and RoleBinding carry the
+			// Job's, so that they live as long as it does
+			for kind, name := range map[string]string{"ServiceAccount": fullname + "-migrate", "Role": fullname + "-migrate-" + id, "RoleBinding": fullname + "-migrate-" + id} {
+				if _, ok := r.find(kind, name); !ok {
+					t.Errorf("no %s %s", kind, name)
 				}
 			}
 			if _, ok := r.find("ConfigMap", fullname+"-migrations"); !ok {

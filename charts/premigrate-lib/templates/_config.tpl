@@ -131,6 +131,10 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- $_ = set $c "recordsUID" (dig "metadata" "uid" "" (lookup "v1" "ConfigMap" $root.Release.Namespace $c.recordsName)) -}}
 {{- end -}}
 {{- $_ = set $c "jobName" (ternary (printf "%s-%s" $c.migrateName $c.identity) $c.migrateName (eq $kind "plain")) -}}
+{{- /* the migration's Role and RoleBinding beside a plain Job carry its name: they live as long as that Job
+(Helm and Argo CD delete them together; `kubectl apply` keeps both), so a Job still running, or retried, after
+a later deploy can still read itself; beside a hook, the hook's name */ -}}
+{{- $_ = set $c "migrateRoleName" (ternary $c.jobName $c.migrateName (eq $kind "plain")) -}}
 {{- $_ = set $c "gateEnabled" (and $c.enabled (eq $gate.mode "watch")) -}}
 {{- end }}
 

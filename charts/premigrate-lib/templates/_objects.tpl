@@ -61,7 +61,7 @@ name. Nothing on Jobs: a hook Job is rendered with its owner (hookOwner).
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
-  name: {{ $c.migrateName }}
+  name: {{ $c.migrateRoleName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
   {{- with include "premigrate-lib.hookOwner" $c }}
@@ -123,7 +123,7 @@ rules:
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
-  name: {{ $c.migrateName }}
+  name: {{ $c.migrateRoleName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
   {{- with include "premigrate-lib.hookOwner" $c }}
@@ -136,7 +136,7 @@ metadata:
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
-  name: {{ $c.migrateName }}
+  name: {{ $c.migrateRoleName }}
 subjects:
   - kind: ServiceAccount
     name: {{ $c.migrateName }}
