@@ -273,7 +273,13 @@ func (l *Lock) Holder() Holder { return l.holder }
 // Lost is closed when the holder can no longer count on the lock: its renewals failed for two thirds of a
 // Lease (the others take it over after a whole Lease without a change), or another migration took it over.
 // What the lock protects must stop then.
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
+// A nil Lock is never lost.
+func (l *Lock) Lost() <-chan struct{} {
+	if l == nil {
+		return nil
+	}
+	return l.lost
+}
 
 // renew says every Lease/6 that the holder still runs, until Release.
 func (l *Lock) renew() {
@@ -344,8 +350,11 @@ func (l *Lock) update(ctx context.Context, change func(*corev1.ConfigMap) (bool,
 }
 
 // Release stops the renewals and removes the lock, if it is still this holder's. It is safe to call more
-// than once; a lock that cannot be removed expires after its Lease.
+// than once, and on a nil Lock; a lock that cannot be removed expires after its Lease.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return nil
+	}
 	var err error
 	l.once.Do(func() {
 		close(l.stop)
