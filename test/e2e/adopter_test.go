@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -210,6 +211,80 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 			l.assertSchema(6, 2)
 		})
 	}
+}
+
+// TestTheLibrarysDefaultsHoldForAnotherAppsChart deploys the example chart with none of the library's Job
+// settings set (Helm 4) and checks each default by what the cluster did with it: the live Job's deadline and
+// kept records; a migration that fails every time gets three pods (backoffLimit 2) and Helm prints its log
+// (hookOutputLogs); a migration the app refuses (exit 3) gets one pod (failFastExitCodes); and an upgrade after
+// two failed ones replaces the failed hook Job instead of failing on it (hookDeletePolicy
+// before-hook-creation). The database shows that neither failed migration changed the schema.
+func TestTheLibrarysDefaultsHoldForAnotherAppsChart(t *testing.T) {
+	share(t, weightOne, 150*time.Second)
+	res := scenario(t, "adopter-library-defaults", env.helm4)
+	ctx := context.Background()
+	l := newLedger(t, env.helm4)
+	values := func(v int, extraEnv ...map[string]any) map[string]any {
+		return map[string]any{"schemaVersion": v, "migrations": map[string]any{"env": append([]map[string]any{}, extraEnv...)}}
+	}
+	liveJob := func() *batchv1.Job {
+		t.Helper()
+		j, err := env.client.BatchV1().Jobs(l.ns).Get(ctx, l.name+"-ledger-migrate", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("reading the hook Job: %v", err)
+		}
+		return j
+	}
+	if out, err := l.deploy(values(1), true); err != nil {
+		t.Fatalf("install: %v\n%s", err, out)
+	}
+	start := time.Now()
+	if out, err := l.deploy(values(2), true); err != nil {
+		t.Fatalf("upgrade to schema 2: %v\n%s", err, out)
+	}
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	l.assertSchema(2, 2)
+	j := liveJob()
+	if d := j.Spec.ActiveDeadlineSeconds; d == nil || *d != 900 {
+		t.Errorf("the live Job's activeDeadlineSeconds = %v, want the library's default 900", d)
+	}
+	if cmd := strings.Join(j.Spec.Template.Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--keep 20 ") {
+		t.Errorf("the live Job's gate run keeps the wrong number of records (want --keep 20, the library's default): %s", cmd)
+	}
+
+	// a migration that fails every time (exit 1): retried twice, its log in Helm's output, the Job kept
+	out, err := l.deploy(values(3, map[string]any{"name": "LEDGER_MIGRATE_DELAY", "value": "not-a-duration"}), true)
+	if err == nil {
+		t.Fatalf("the upgrade with a failing migration succeeded:\n%s", out)
+	}
+	if !strings.Contains(out, "is not a duration") {
+		t.Errorf("helm's output does not show the failed migration's log (hookOutputLogs):\n%s", out)
+	}
+	if j := liveJob(); j.Status.Failed != 3 {
+		t.Errorf("the failing migration's Job has %d failed pods, want 3 (the library's backoffLimit 2)", j.Status.Failed)
+	}
+
+	// a migration the app refuses (exit 3: schema 1 is older than the database's 2): one pod, not retried
+	out, err = l.deploy(values(1, map[string]any{"name": "LEDGER_NOTE", "value": "a downgrade"}), true)
+	if err == nil {
+		t.Fatalf("the upgrade to an older schema succeeded:\n%s", out)
+	}
+	if j := liveJob(); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
+		t.Errorf("the refused migration's Job has %d failed pods and conditions %+v: want 1 pod, failed for its PodFailurePolicy (the library's failFastExitCodes [3])",
+			j.Status.Failed, j.Status.Conditions)
+	}
+	if got := l.psql(`SELECT max(version) FROM ledger_schema`); got != "2" {
+		t.Errorf("schema = %s after two failed migrations, want 2", got)
+	}
+
+	// the next upgrade replaces the failed hook Job (before-hook-creation) and migrates
+	start = time.Now()
+	if out, err := l.deploy(values(3), true); err != nil {
+		t.Fatalf("the upgrade after two failed ones: %v\n%s", err, out)
+	}
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	res.Upgrades = 4
+	l.assertSchema(3, 2)
 }
 
 // TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration is the adopter scenario's negative control: the
