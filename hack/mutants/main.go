@@ -10,7 +10,8 @@
 //
 // --level unit (part of `make test`) runs each mutant's unit or render test. --level cluster runs each
 // mutant's cluster scenarios (its unit test is not consulted) on the kind cluster of `make test-e2e`, with
-// images built from the mutated tree when the mutant edits Go code.
+// images built from the mutated tree when the mutant edits Go code; every chosen scenario first runs once on
+// the unmutated tree and must pass there.
 //
 // The mutants run in a copy of the working tree under $PREMIGRATE_CACHE/mutants (the same path every run, so
 // Go's build cache serves what a mutant did not change); the repository itself is never edited.
@@ -118,10 +119,12 @@ func run(args []string, out io.Writer) error {
 	}
 	r := &runner{out: out, tree: tree, root: root, logs: logs, level: *level, cache: cache}
 	_, _ = fmt.Fprintf(out, "mutants: %d of %d at the %s level, in %s (logs: %s)\n", len(chosen), len(all), *level, tree, logs)
-	if *level == "unit" {
-		if err := r.baseline(chosen); err != nil {
-			return err
-		}
+	baseline := r.baseline
+	if *level == "cluster" {
+		baseline = r.clusterBaseline
+	}
+	if err := baseline(chosen); err != nil {
+		return err
 	}
 	var results []result
 	for i, m := range chosen {
@@ -320,6 +323,56 @@ func (r *runner) baseline(ms []mutant) error {
 	return nil
 }
 
+// clusterBaseline runs every chosen mutant's cluster scenarios once, together, on the unmutated tree: each must
+// pass there, or a failure under a mutant says nothing about the mutant (a scenario broken by the machine, the
+// cluster or the tree itself would count every mutant mapped to it as caught).
+func (r *runner) clusterBaseline(ms []mutant) error {
+	var scenarios []string
+	for _, m := range ms {
+		if !contains(scenarios, m.Scenario) {
+			scenarios = append(scenarios, m.Scenario)
+		}
+	}
+	start := time.Now()
+	_, _ = fmt.Fprintf(r.out, "baseline: %d cluster scenarios on the unmutated tree (log: %s)\n", len(scenarios),
+		filepath.Join(r.logs, "baseline-cluster.json"))
+	if err := r.unmutatedImages(); err != nil {
+		return err
+	}
+	rep, err := r.e2e("baseline-cluster", r.cache, "^("+strings.Join(scenarios, "|")+")")
+	if err != nil {
+		return err
+	}
+	if bad := rep.notPassing(scenarios); len(bad) > 0 {
+		return fmt.Errorf("on the unmutated tree %s: no mutant mapped to them can be judged (log: %s)", strings.Join(bad, "; "), rep.log)
+	}
+	_, _ = fmt.Fprintf(r.out, "baseline: %d cluster scenarios pass on the unmutated tree (%s)\n", len(scenarios), time.Since(start).Round(time.Second))
+	return nil
+}
+
+// notPassing names each scenario (a -run prefix of top-level tests) that ran no test, or one of whose
+// top-level tests did not pass.
+func (t *testReport) notPassing(scenarios []string) []string {
+	var bad []string
+	for _, sc := range scenarios {
+		ran := 0
+		for test, v := range t.results {
+			if strings.Contains(test, "/") || !strings.HasPrefix(test, sc) {
+				continue
+			}
+			ran++
+			if v != "pass" {
+				bad = append(bad, test+" did not pass ("+v+")")
+			}
+		}
+		if ran == 0 {
+			bad = append(bad, sc+" ran no test")
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
 func contains(xs []string, x string) bool {
 	for _, y := range xs {
 		if y == x {
@@ -415,22 +468,36 @@ func (r *runner) cluster(m mutant) (*testReport, error) {
 		if err := r.command(m.ID+"-images", cache, "hack/images.sh"); err != nil {
 			return nil, err
 		}
-	} else if !r.imagesBuiltForUnmutated {
-		if err := r.command("unmutated-images", cache, "hack/images.sh"); err != nil {
-			return nil, err
-		}
-		r.imagesBuiltForUnmutated = true
+	} else if err := r.unmutatedImages(); err != nil {
+		return nil, err
 	}
+	return r.e2e(m.ID+"-cluster", cache, m.Scenario)
+}
+
+// unmutatedImages builds the images of the unmutated tree once per run (chart-only mutants run on them).
+func (r *runner) unmutatedImages() error {
+	if r.imagesBuiltForUnmutated {
+		return nil
+	}
+	if err := r.command("unmutated-images", r.cache, "hack/images.sh"); err != nil {
+		return err
+	}
+	r.imagesBuiltForUnmutated = true
+	return nil
+}
+
+// e2e runs the cluster scenarios matching runRE in the copy, on the images of cache.
+func (r *runner) e2e(name, cache, runRE string) (*testReport, error) {
 	node, err := r.output("hack/kind/node-image.sh")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "test", "-count=1", "-json", "-timeout", "40m", "-parallel", "4", "-run", m.Scenario, "./test/e2e/")
+	cmd := exec.Command("go", "test", "-count=1", "-json", "-timeout", "40m", "-parallel", "4", "-run", runRE, "./test/e2e/")
 	cmd.Dir = r.tree
 	// PREMIGRATE_HISTORY: the copy has no .git, and the upgrade from the previous release takes its chart from history
 	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache, "KEEP_CLUSTER=1", "KIND_NODE_IMAGE="+strings.TrimSpace(node),
 		"PREMIGRATE_HISTORY="+r.root)
-	return runGoTest(cmd, filepath.Join(r.logs, m.ID+"-cluster.json"))
+	return runGoTest(cmd, filepath.Join(r.logs, name+".json"))
 }
 
 func (r *runner) command(name, cache string, argv ...string) error {

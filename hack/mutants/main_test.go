@@ -119,3 +119,27 @@ func TestJudgeCountsOnlyAFailedAssertionAsACatch(t *testing.T) {
 		})
 	}
 }
+
+func TestTheClusterBaselineAcceptsOnlyScenariosWhoseEveryTestPassed(t *testing.T) {
+	scenarios := []string{"TestA", "TestB"}
+	cases := []struct {
+		name    string
+		results map[string]string
+		bad     int
+	}{
+		{"both passed", map[string]string{"TestAOne": "pass", "TestATwo": "pass", "TestBX": "pass"}, 0},
+		{"a subtest failed under a passing parent is judged by its parent", map[string]string{"TestAOne": "pass", "TestAOne/sub": "fail", "TestBX": "pass"}, 0},
+		{"one test of a scenario failed", map[string]string{"TestAOne": "pass", "TestATwo": "fail", "TestBX": "pass"}, 1},
+		{"a scenario was skipped", map[string]string{"TestAOne": "skip", "TestBX": "pass"}, 1},
+		{"a scenario ran no test", map[string]string{"TestAOne": "pass"}, 1},
+		{"nothing ran", map[string]string{}, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := testReport{results: tc.results}
+			if got := rep.notPassing(scenarios); len(got) != tc.bad {
+				t.Errorf("notPassing() = %q, want %d scenarios named", got, tc.bad)
+			}
+		})
+	}
+}

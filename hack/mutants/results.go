@@ -196,7 +196,7 @@ tree first; an edit whose text is gone or occurs more than once fails the run (a
   that strands a mutant or lets one survive fails CI the same day.
 - **Cluster level**: ` + "`make test-mutants MUTANTS_LEVEL=cluster [MUTANTS=<regexp>]`" + ` runs each mutant's cluster
   scenarios on kind without consulting its unit test (images rebuilt from the mutated tree when it edits Go
-  code), and writes [hack/mutants/cluster-results.yaml](hack/mutants/cluster-results.yaml) with the commit it
+  code), after every chosen scenario passed once on the unmutated tree, and writes [hack/mutants/cluster-results.yaml](hack/mutants/cluster-results.yaml) with the commit it
   ran on. The unit tests of hack/mutants fail when a file a mutant edits changed after that commit (the result
   is stale: run it again).
 
