@@ -301,3 +301,157 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 		})
 	}
 }
+
+// An older deploy's migration Job that starts only after a newer deploy's migration succeeded (held back: a
+// node that was down, a quota, a Job suspended by a queueing controller) must never run: it would apply an
+// older migration after a newer one. Job mode, by `helm template | kubectl apply`: v3's Job is applied
+// suspended, v4 is applied and migrates, then v3's Job is let go. The evidence is the migration's own: no run
+// of v3's identity in demo_migrate_runs (the demo leaves a newer schema alone and records a run, so a run of
+// v3 would show there), and the schema as v4 left it.
+func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) {
+	share(t, weightOne, 75*time.Second)
+	res := scenario(t, "held-back-older-migration", env.kubectl)
+	ctx := context.Background()
+	ns := newNamespace(t, "heldback", restricted)
+	r := newRelease(t, ns, "app", "")
+	base := deepMerged(baseValues(), map[string]any{
+		"migration":  map[string]any{"mode": "job"},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "held-back-password"}},
+	})
+	r.apply(suspendJobs(t, r.template(deepMerged(base, map[string]any{"image": map[string]any{"tag": "v3"}}))))
+	older := r.appIdentity(ctx)
+	olderJob := r.migrationJob(ctx, older)
+	if olderJob == nil || olderJob.Spec.Suspend == nil || !*olderJob.Spec.Suspend {
+		t.Fatalf("v3's migration Job (identity %s) was not applied suspended: %+v", older, olderJob)
+	}
+	time.Sleep(1100 * time.Millisecond) // Jobs' creation times have a resolution of one second
+	start := time.Now()
+	r.apply(r.template(deepMerged(base, map[string]any{"image": map[string]any{"tag": "v4"}})))
+	newer := r.appIdentity(ctx)
+	r.rolledOut(4 * time.Minute)
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	if _, ok := r.records(ctx)[newer]; !ok {
+		t.Fatalf("v4's identity %s is not recorded after its rollout", newer)
+	}
+
+	mustRun(t, env.kubectl, "patch", "job", "-n", ns, olderJob.Name, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
+	var finished *batchv1.Job
+	waitUntil(t, "v3's migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, olderJob.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		finished = j
+		return j.Status.Succeeded > 0 || jobFailed(j), nil
+	})
+	res.Upgrades = 2
+	if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + older + "'"); n != 0 {
+		t.Errorf("v3's migration ran %d times after v4's had succeeded: an older migration ran after a newer one", n)
+	}
+	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4" {
+		t.Errorf("schema_migrations holds %q, want 1..4 as v4's migration left it", got)
+	}
+	if _, ok := r.records(ctx)[older]; ok {
+		t.Errorf("v3's identity %s was recorded after v4's", older)
+	}
+	log, err := runStdout(env.kubectl, "logs", "-n", ns, "job/"+olderJob.Name, "-c", "migrate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !failedFor(finished, "PodFailurePolicy") || !strings.Contains(log, "a migration never runs after one deployed after it") {
+		t.Errorf("v3's Job was not refused at once as backwards (conditions %+v); its log:\n%s", finished.Status.Conditions, log)
+	}
+	if got := r.appIdentity(ctx); got != newer {
+		t.Errorf("the Deployment runs identity %s, want v4's %s", got, newer)
+	}
+	r.assertWitness(ctx, newer)
+}
+
+// suspendJobs marks every Job of a rendering suspended (spec.suspend: true): its pods start only when the
+// Job is let go.
+func suspendJobs(t *testing.T, manifest []byte) []byte {
+	t.Helper()
+	docs := strings.Split(string(manifest), "\n---")
+	n := 0
+	for i, d := range docs {
+		if strings.Contains(d, "\nkind: Job\n") && strings.Count(d, "\nspec:\n") == 1 {
+			docs[i] = strings.Replace(d, "\nspec:\n", "\nspec:\n  suspend: true\n", 1)
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatalf("the rendering has no Job to suspend:\n%s", manifest)
+	}
+	return []byte(strings.Join(docs, "\n---"))
+}
+
+// A first `helm upgrade --install --wait` whose timeout is shorter than its migration fails and leaves a
+// failed release with the install's Job still running; a pipeline's retry, `helm upgrade --install` with the
+// same values, is then an upgrade whose pre-upgrade hook has the same identity. The two must not run at once,
+// the retry must succeed, and the migration's versions are applied once (the demo's own records).
+func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
+	for _, h := range helmCLIs() {
+		t.Run(h.name, func(t *testing.T) {
+			share(t, weightOne, 100*time.Second)
+			res := scenario(t, "timed-out-install-retried-"+h.name, h.bin)
+			ctx := context.Background()
+			ns := newNamespace(t, "retry-"+h.name, restricted)
+			r := newRelease(t, ns, "app", h.bin)
+			values := deepMerged(baseValues(), map[string]any{
+				"image":     map[string]any{"tag": "v2"},
+				"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}},
+			})
+			if out, _, err := r.deploy(values, "--timeout", "10s"); err == nil {
+				t.Fatalf("the install with a 10 s timeout and a 30 s migration succeeded:\n%s", out)
+			}
+			id := r.appIdentity(ctx)
+			installJob := r.migrationJob(ctx, id)
+			if installJob == nil || installJob.Status.Succeeded > 0 || jobFailed(installJob) {
+				t.Fatalf("want the install's migration Job of identity %s still running after the timeout, got %+v", id, installJob)
+			}
+			// the install's Job leaves the release with the retry (its manifest has the hook instead): follow its
+			// log now
+			installLog := make(chan string, 1)
+			go func() {
+				out, _ := runStdout(env.kubectl, "logs", "-f", "-n", ns, "job/"+installJob.Name, "-c", "migrate")
+				installLog <- out
+			}()
+			_, d := r.mustDeploy(values)
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades = 1
+			if got := r.appIdentity(ctx); got != id {
+				t.Errorf("the retry moved the Deployment to identity %s, want %s (same values)", got, id)
+			}
+			r.assertWitness(ctx, id)
+			hookLog, err := runStdout(env.kubectl, "logs", "-n", ns, "job/"+r.fullname()+"-migrate", "-c", "migrate")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first string
+			select {
+			case first = <-installLog:
+			case <-time.After(time.Minute):
+				t.Fatalf("the install's migration log did not end a minute after the retry")
+			}
+			for job, log := range map[string]string{installJob.Name: first, r.fullname() + "-migrate": hookLog} {
+				if strings.Contains(log, "another migration run holds the lock") {
+					t.Errorf("Job %s found another migration running on the database: the release's lock did not keep them apart; its log:\n%s", job, log)
+				}
+			}
+			if !strings.Contains(hookLog, "another migration of this release holds the lock") {
+				t.Errorf("the retry's migration did not wait for the install's: the race this scenario is about did not happen; its log:\n%s", hookLog)
+			}
+			if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2" {
+				t.Errorf("schema_migrations holds %q, want each of 1..2 once", got)
+			}
+			if _, ok := r.records(ctx)[id]; !ok {
+				t.Errorf("identity %s is not recorded after the retry", id)
+			}
+			if status := mustRun(t, h.bin, "status", r.name, "-n", ns); !strings.Contains(status, "STATUS: deployed") {
+				t.Errorf("the release is not deployed after the retry:\n%s", status)
+			}
+			res.Numbers["migrationRuns"] = float64(r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"))
+		})
+	}
+}

@@ -37,7 +37,7 @@ type scenarioResult struct {
 // once, and no other: a scenario added to the tests goes on this list too.
 var expectedScenarios = []string{
 	"adopter-control", "adopter-helm3", "adopter-helm4", "adopter-library-defaults", "migration-proxy-sidecar",
-	"concurrent-migrations", "back-to-back-migrations", "install-racing-upgrade-helm3", "install-racing-upgrade-helm4", "database-reset-embedded", "database-reset-embedded-control", "database-replaced-external", "control-1", "control-2", "control-time-clause", "no-hooks-upgrade", "records-and-watch-on-a-real-api-server", "signalled-migration", "records-unreadable", "rollback-past-kept-records", "upgrade-from-previous-helm3", "upgrade-from-previous-helm4", "ct-install", "database-down", "destructive-migration",
+	"concurrent-migrations", "back-to-back-migrations", "held-back-older-migration", "timed-out-install-retried-helm3", "timed-out-install-retried-helm4", "install-racing-upgrade-helm3", "install-racing-upgrade-helm4", "database-reset-embedded", "database-reset-embedded-control", "database-replaced-external", "control-1", "control-2", "control-time-clause", "no-hooks-upgrade", "records-and-watch-on-a-real-api-server", "signalled-migration", "records-unreadable", "rollback-past-kept-records", "upgrade-from-previous-helm3", "upgrade-from-previous-helm4", "ct-install", "database-down", "destructive-migration",
 	"enable-later-helm3", "enable-later-helm4", "failed-migration", "gate-rbac", "gate-wait-in-app", "gate-wait-in-app-control", "gitops-revert-ttl",
 	"job-mode-kubectl-apply", "job-mode-rollback-helm3", "job-mode-rollback-helm4", "migration-pod-killed",
 	"reinstall-helm3", "reinstall-helm4", "reinstall-kept-database-helm3", "reinstall-kept-database-helm4",
