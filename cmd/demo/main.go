@@ -46,6 +46,7 @@ const usage = `demo: the premigrate demo app
 Usage:
   demo migrate          apply pending schema migrations up to DEMO_VERSION
   demo migrate status   exit 0 iff the schema version equals DEMO_VERSION
+  demo migrate check    exit 0 iff the schema has DEMO_VERSION's migrations (version >= DEMO_VERSION)
   demo serve            serve the records API with health and readiness endpoints
   demo load             send steady traffic to the API and report failures and gaps
 
@@ -72,8 +73,8 @@ func run(ctx context.Context, args []string, e *env) error {
 	}
 	switch args[0] {
 	case "migrate":
-		if len(args) > 1 && args[1] == "status" {
-			return migrateStatusCmd(ctx, args[2:], e)
+		if len(args) > 1 && (args[1] == "status" || args[1] == "check") {
+			return migrateStatusCmd(ctx, args[1], args[2:], e)
 		}
 		return migrateCmd(ctx, args[1:], e)
 	case "serve":

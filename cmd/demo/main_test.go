@@ -180,6 +180,32 @@ func TestMigrateStatusExitsZeroOnlyWhenTheSchemaEqualsDemoVersion(t *testing.T) 
 	}
 }
 
+func TestMigrateCheckExitsZeroOnlyWhenTheSchemaHasDemoVersionsMigrations(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	if r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "3"}, "migrate"); r.code != exitOK {
+		t.Fatalf("migrate to 3: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, tc := range []struct {
+		demoVersion string
+		wantCode    int
+		wantOut     string
+	}{
+		{"2", exitOK, "schema version: 3, expected: 2 (has its migrations)"},
+		{"3", exitOK, "schema version: 3, expected: 3 (has its migrations)"},
+		{"4", exitFailure, "schema version: 3, expected: 4 (does not have its migrations)"},
+	} {
+		t.Run("DEMO_VERSION="+tc.demoVersion, func(t *testing.T) {
+			r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": tc.demoVersion}, "migrate", "check")
+			if r.code != tc.wantCode || !strings.Contains(r.stdout, tc.wantOut) {
+				t.Errorf("exit %d, stdout %q; want exit %d, %q", r.code, r.stdout, tc.wantCode, tc.wantOut)
+			}
+			if tc.wantCode != exitOK && !strings.Contains(r.stderr, "schema version 3 is older than this build's 4") {
+				t.Errorf("stderr does not say why:\n%s", r.stderr)
+			}
+		})
+	}
+}
+
 func TestHelpDocumentsEveryFlagAndEnvironmentVariable(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -188,6 +214,7 @@ func TestHelpDocumentsEveryFlagAndEnvironmentVariable(t *testing.T) {
 		{[]string{"--help"}, []string{"demo migrate", "demo migrate status", "demo serve", "demo load"}},
 		{[]string{"migrate", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "SCHEMA_ACCEPT_DATA_LOSS", "DEMO_FAIL_MIGRATION", "DEMO_REFUSE_NEWER_SCHEMA", "MIGRATE_CONNECT_TIMEOUT", "PREMIGRATE_IDENTITY", "3  refused", "started_at, finished_at"}},
 		{[]string{"migrate", "status", "-h"}, []string{"DATABASE_URL", "DEMO_VERSION", "MIGRATE_CONNECT_TIMEOUT"}},
+		{[]string{"migrate", "check", "-h"}, []string{"DATABASE_URL", "DEMO_VERSION", "MIGRATE_CONNECT_TIMEOUT"}},
 		{[]string{"serve", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "LISTEN_ADDR", "SHUTDOWN_DELAY", "POD_NAME", "PREMIGRATE_IDENTITY", "demo_pod_starts", "/healthz", "/readyz", "POST /records", "GET  /records/{id}"}},
 		{[]string{"load", "--help"}, []string{"-target", "-rate", "-duration", "-report-addr", "-timeout", "GET  /report", "POST /stop", "longestGapMs"}},
 	} {

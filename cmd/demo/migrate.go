@@ -67,6 +67,24 @@ Exit codes:
   2  usage or configuration error
 `
 
+const migrateCheckHelp = `Usage: demo migrate check
+
+Prints the current schema version and DEMO_VERSION, and exits 0 iff the schema has every migration
+of DEMO_VERSION (its version is DEMO_VERSION or newer): the question premigrate's migration.check
+asks before it believes a record (a database restored from a dump taken before the migration
+answers no). A single connection attempt is made, bounded by MIGRATE_CONNECT_TIMEOUT.
+
+Environment:
+  DATABASE_URL              PostgreSQL connection URL (required)
+  DEMO_VERSION              the schema version this build needs (default 1)
+  MIGRATE_CONNECT_TIMEOUT   bound of the connection attempt (default 60s)
+
+Exit codes:
+  0  the schema version is DEMO_VERSION or newer
+  1  it is older, or the database could not be read
+  2  usage or configuration error
+`
+
 // migrateSettings are the options of `demo migrate`, from the environment.
 type migrateSettings struct {
 	databaseURL    string
@@ -171,37 +189,51 @@ func readStatusSettings(getenv func(string) string) (statusSettings, error) {
 	return s, errors.Join(errs...)
 }
 
-func migrateStatusCmd(ctx context.Context, args []string, e *env) error {
-	fs := flag.NewFlagSet("demo migrate status", flag.ContinueOnError)
-	if done, err := parseFlags(fs, args, migrateStatusHelp, e); done {
+// migrateStatusCmd is `demo migrate status` and `demo migrate check` (name): the same reading of the schema
+// version, judged by equality or by "at least".
+func migrateStatusCmd(ctx context.Context, name string, args []string, e *env) error {
+	help := migrateStatusHelp
+	if name == "check" {
+		help = migrateCheckHelp
+	}
+	fs := flag.NewFlagSet("demo migrate "+name, flag.ContinueOnError)
+	if done, err := parseFlags(fs, args, help, e); done {
 		return err
 	}
 	s, err := readStatusSettings(e.getenv)
 	if err != nil {
-		return fail(e.logger(), exitUsage, err, fmt.Sprintf("migrate status: configuration error: %v", err))
+		return fail(e.logger(), exitUsage, err, fmt.Sprintf("migrate %s: configuration error: %v", name, err))
 	}
-	return runMigrateStatus(ctx, s, e)
+	return runMigrateStatus(ctx, name, s, e)
 }
 
-// runMigrateStatus is `demo migrate status`: it prints the schema version and DEMO_VERSION, and fails
-// unless they are equal.
-func runMigrateStatus(ctx context.Context, s statusSettings, e *env) error {
+// runMigrateStatus prints the schema version and DEMO_VERSION, and fails unless they are equal (status) or
+// the schema is at least DEMO_VERSION (check).
+func runMigrateStatus(ctx context.Context, name string, s statusSettings, e *env) error {
 	log := e.logger()
 	st, err := migrate.CheckStatus(ctx, s.databaseURL, s.target, s.timeout)
 	var cfgErr *migrate.ConfigError
 	switch {
 	case errors.As(err, &cfgErr):
-		return fail(log, exitUsage, err, fmt.Sprintf("migrate status: configuration error: %v", err))
+		return fail(log, exitUsage, err, fmt.Sprintf("migrate %s: configuration error: %v", name, err))
 	case err != nil:
-		return fail(log, exitFailure, err, fmt.Sprintf("migrate status: %s", migrate.OneLine(err)))
+		return fail(log, exitFailure, err, fmt.Sprintf("migrate %s: %s", name, migrate.OneLine(err)))
 	}
-	verdict := "up to date"
-	if !st.UpToDate() {
+	ok, verdict, why := st.UpToDate(), "up to date", fmt.Sprintf("schema version %d, expected %d", st.Current, st.Expected)
+	if !ok {
 		verdict = "not up to date"
 	}
+	if name == "check" {
+		ok, verdict = st.Current >= st.Expected, "has its migrations"
+		if !ok {
+			verdict = "does not have its migrations"
+			why = fmt.Sprintf("schema version %d is older than this build's %d: its migrations are not applied", st.Current, st.Expected)
+		}
+	}
 	_, _ = fmt.Fprintf(e.Out, "schema version: %d, expected: %d (%s)\n", st.Current, st.Expected, verdict)
-	if !st.UpToDate() {
-		return cli.Exit(exitFailure, fmt.Errorf("schema version %d, expected %d", st.Current, st.Expected))
+	if !ok {
+		log.Error("migrate " + name + ": " + why)
+		return cli.Exit(exitFailure, errors.New(why))
 	}
 	return nil
 }

@@ -56,10 +56,20 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 	}
 	if entry, found, err := record.Lookup(cm.Data, r.o.identity); found && err == nil {
 		if ok, _ := r.database.Describes(entry.Database, entry.CompletedAt); ok {
-			release()
-			logf("migration %s was recorded by Job %s at %s while this one waited for the lock: nothing to do",
-				r.o.identity, entry.Job, entry.CompletedAt.Format(time.RFC3339))
-			return nil, true, nil
+			// with --check, the database decides: the record may be the one it already denied
+			agrees := true
+			if len(r.check) > 0 {
+				if agrees, err = r.databaseAgrees(ctx, e, log); err != nil {
+					release()
+					return nil, true, err
+				}
+			}
+			if agrees {
+				release()
+				logf("migration %s was recorded by Job %s at %s while this one waited for the lock: nothing to do",
+					r.o.identity, entry.Job, entry.CompletedAt.Format(time.RFC3339))
+				return nil, true, nil
+			}
 		}
 	}
 	if later, ok := r.deployedLater(cm.Data, created); ok {

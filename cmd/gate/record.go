@@ -62,6 +62,8 @@ type recorder struct {
 	jobCreated time.Time
 	// started is when this gate started: an upper bound of its Job's creation time
 	started time.Time
+	// check is `gate run --check`: a command that asks the database whether a recorded migration is applied
+	check []string
 }
 
 // recordsAt is where the records are kept: --store when set, else --records.

@@ -23,6 +23,7 @@ type runOptions struct {
 	ownJob        bool
 	waitPG        string
 	waitPGTimeout time.Duration
+	check         []string
 	argv          []string // the migration command, after --
 }
 
@@ -33,6 +34,11 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.waitPG, "wait-for-postgres", "",
 		"HOST:PORT of a PostgreSQL server: before running the command, wait until it accepts connections")
 	fs.DurationVar(&o.waitPGTimeout, "wait-for-postgres-timeout", 10*time.Minute, "give up waiting for PostgreSQL after this long (exit 1)")
+	fs.Var(argvFlag{&o.check}, "check",
+		`a command, as a JSON array (e.g. ["python","manage.py","migrate","--check"]), that asks the database whether this migration is applied: `+
+			"exit 0 yes, any other exit no. Run when the identity is recorded on this database: when it says no (a database restored from a dump "+
+			"taken before the migration), the migration runs again and is recorded anew. A check that cannot be started or does not answer within "+
+			checkTimeout.String()+" fails the run")
 }
 
 // runRun is `gate run [flags] -- COMMAND [ARGS...]`: the migration container's entrypoint. It runs the
@@ -53,13 +59,13 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	if err != nil {
 		return err
 	}
-	r.started = started
+	r.started, r.check = started, o.check
 	log := e.logger()
 	logf := cli.Logf(log)
 	if err := r.resolve(ctx, o.waitPGTimeout, log); err != nil {
 		return err
 	}
-	if done, err := r.checkRecorded(ctx, o.ownJob, log); done {
+	if done, err := r.checkRecorded(ctx, e, o.ownJob, log); done {
 		return err
 	}
 	lock, done, err := r.lock(ctx, e, log)
@@ -144,7 +150,7 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 // migration runs, retrying API errors up to --wait-for-configmap. It returns done=true with the exit code when
 // the command must not run: the identity is already recorded (a nil error: exit 0), or the records cannot be
 // read.
-func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Logger) (bool, error) {
+func (r *recorder) checkRecorded(ctx context.Context, e *env, ownJob bool, log *slog.Logger) (bool, error) {
 	logf := cli.Logf(log)
 	deadline := time.Now().Add(r.o.waitCM)
 	var (
@@ -215,9 +221,22 @@ func (r *recorder) checkRecorded(ctx context.Context, ownJob bool, log *slog.Log
 	if r.database.Bound() {
 		on = " on database " + r.database.Value
 	}
-	logf("migration %s is already recorded%s in ConfigMap %s/%s (completed %s): not running it again "+
+	agreed := ""
+	if len(r.check) > 0 {
+		agrees, err := r.databaseAgrees(ctx, e, log)
+		if err != nil {
+			return true, err
+		}
+		if !agrees {
+			logf("migration %s is recorded%s in ConfigMap %s/%s (completed %s), but the database does not have it: the check %s says so "+
+				"(a database restored from a dump taken before it?): running it again", r.o.identity, on, r.ns, from, when, r.checkText())
+			return false, nil
+		}
+		agreed = ", and the database has it (the check " + r.checkText() + ")"
+	}
+	logf("migration %s is already recorded%s in ConfigMap %s/%s (completed %s)%s: not running it again "+
 		"(a rollback, a revert, a reinstall onto kept data, or a Job re-created after its TTL); nothing to do",
-		r.o.identity, on, r.ns, from, when)
+		r.o.identity, on, r.ns, from, when, agreed)
 	return true, nil
 }
 

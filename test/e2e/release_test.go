@@ -25,6 +25,9 @@ type release struct {
 	ns   string
 	name string
 	helm string
+	// psqlArgs, when set, is how psql reaches the app's database (pod, user, database) when it is not the
+	// embedded one: an external database brought beside the chart
+	psqlArgs []string
 }
 
 func newRelease(t *testing.T, ns, name, helmBin string) *release {
@@ -97,7 +100,11 @@ func (r *release) mustDeploy(values map[string]any, extra ...string) (string, ti
 // psql runs a query in the embedded PostgreSQL and returns its unaligned output.
 func (r *release) psql(query string) string {
 	r.t.Helper()
-	out, err := podExec(r.ns, r.fullname()+"-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate", "-Atc", query)
+	args := []string{r.fullname() + "-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate"}
+	if r.psqlArgs != nil {
+		args = r.psqlArgs
+	}
+	out, err := podExec(r.ns, args[0], append(args[1:], "-Atc", query)...)
 	if err != nil {
 		r.t.Fatal(err)
 	}

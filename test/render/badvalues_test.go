@@ -32,6 +32,8 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"a digest without sha256", "image: {digest: 0123456789abcdef}", "image.digest"},
 		{"a short digest", "image: {digest: 'sha256:abc'}", "image.digest"},
 		{"an upper-case migration image digest", "migration: {image: {digest: 'sha256:" + strings.Repeat("A", 64) + "'}}", "migration.image.digest"},
+		{"a check given as one string", "migration: {check: 'migrate status'}", "migration.check"},
+		{"a check with an empty argument", "migration: {check: [migrate, '']}", "migration.check.1"},
 		{"an unknown gate mode", "gate: {mode: initContainer}", "gate.mode"},
 		{"the gate mode's name before 0.3.0", "gate: {mode: job}", "set gate.mode: watch"},
 		{"an unknown gate delivery", "gate: {delivery: emptyDir}", "gate.delivery"},

@@ -61,6 +61,9 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $_ = set $c "args" ($v.args | default list) -}}
 {{- $_ = set $c "env" ($v.env | default list) -}}
 {{- $_ = set $c "envFrom" ($v.envFrom | default list) -}}
+{{- /* a command that asks the database whether a recorded migration is applied (docs/design.md, "What a
+record means"): gate run --check */ -}}
+{{- $_ = set $c "check" ($v.check | default list) -}}
 {{- $_ = set $c "resources" ($v.resources | default dict) -}}
 {{- /* the Job */ -}}
 {{- $_ = set $c "backoffLimit" (ternary 2 $v.backoffLimit (kindIs "invalid" $v.backoffLimit)) -}}
@@ -165,6 +168,9 @@ app pods' premigrate.io/identity annotation and the gate's --identity.
 */}}
 {{- define "premigrate-lib.computeIdentity" -}}
 {{- $migration := dict "image" .image "pullPolicy" .pullPolicy "command" .command "args" .args "env" .env "envFrom" .envFrom -}}
+{{- if .check -}}{{- /* only when set: the identities of charts without a check stay what they were */ -}}
+{{- $_ := set $migration "check" .check -}}
+{{- end -}}
 {{- $job := dict "resources" .resources "backoffLimit" .backoffLimit "activeDeadlineSeconds" .activeDeadlineSeconds "ttl" .ttlSecondsAfterFinished "failFast" .failFastExitCodes "keepRecords" .keepRecords "waitForPostgres" .waitForPostgres -}}
 {{- $pod := dict "gateImage" .gate.image "gatePullPolicy" .gate.pullPolicy "gateResources" .gate.resources "gateDelivery" .gate.delivery "pod" .pod "serviceAccountAnnotations" .serviceAccountAnnotations -}}
 {{- $versions := dict "chart" .root.Chart.Version "library" (include "premigrate-lib.gateVersion" .) -}}
@@ -193,6 +199,14 @@ Checks of the values. Argument: the resolved configuration.
 {{- define "premigrate-lib.validate" -}}
 {{- if not (has .mode (list "hook" "job" "argocd")) -}}
 {{- fail (printf "premigrate-lib: mode %q is not one of hook, job, argocd" .mode) -}}
+{{- end -}}
+{{- if not (kindIs "slice" .check) -}}
+{{- fail (printf "premigrate-lib: check must be a list (a command and its arguments, e.g. [migrate, status]), not %s %v" (kindOf .check) .check) -}}
+{{- end -}}
+{{- range .check -}}
+{{- if not (kindIs "string" .) -}}
+{{- fail (printf "premigrate-lib: check must be a list of strings (a command and its arguments); %v is a %s" . (kindOf .)) -}}
+{{- end -}}
 {{- end -}}
 {{- if not (has .gate.mode (list "watch" "none")) -}}
 {{- fail (printf "premigrate-lib: gate.mode %q is not one of watch, none" .gate.mode) -}}

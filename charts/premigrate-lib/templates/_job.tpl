@@ -144,6 +144,10 @@ spec:
             {{- range include "premigrate-lib.databaseArgs" $c | fromJsonArray }}
             - {{ . | quote }}
             {{- end }}
+            {{- with $c.check }}
+            - --check
+            - {{ toJson . | quote }}
+            {{- end }}
             - --
             {{- toYaml $c.command | nindent 12 }}
           {{- with $c.args }}

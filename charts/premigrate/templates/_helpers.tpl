@@ -232,6 +232,7 @@ the data without persistence), or the external database's URL */ -}}
   "hookOutputLogs" $m.hookOutputLogs
   "failFastExitCodes" $m.failFastExitCodes
   "keepRecords" $m.keepRecords
+  "check" $m.check
   "waitForPostgres" (ternary (printf "%s:5432" (include "premigrate.postgresqlName" $root)) "" $V.postgresql.enabled)
   "pod" $pod
   "serviceAccount" (dict "annotations" (dig "serviceAccount" "annotations" dict $m))

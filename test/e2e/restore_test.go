@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// An external database restored from a dump taken before the last upgrade (issue: the records tell the truth
+// about the database): the same URL, so the records, bound to a hash of it, still say the upgrade's migration
+// ran there, and they are right about the past and wrong about the present. migration.check asks the
+// database itself (`demo migrate check`: is the schema at this build's version?) before gate run believes a
+// record, and gate.mode command asks it for the app pods. Restarted pods wait, their gate's log naming the
+// schema; the next upgrade with the same values runs the migration again; the pods start. The evidence is the
+// database's own: schema_migrations, demo_migrate_runs and the app's starts (the witness), all written by the
+// demo in that database.
+
+// restoreValues are the chart's values on the external database of ledgerDBManifest, the app pods gated by
+// `demo migrate check`, and the migration's check when check is set.
+func restoreValues(tag string, check bool) map[string]any {
+	v := deepMerged(baseValues(), map[string]any{
+		"image":      map[string]any{"tag": tag},
+		"postgresql": map[string]any{"enabled": false},
+		"database":   map[string]any{"existingSecret": "ledger-db", "existingSecretKey": "url"},
+		"gate":       map[string]any{"mode": "command", "args": []any{"migrate", "check"}},
+	})
+	if check {
+		v = deepMerged(v, map[string]any{"migration": map[string]any{"check": []any{"/demo", "migrate", "check"}}})
+	}
+	return v
+}
+
+// restoredRelease installs v2 on an external database, dumps it, upgrades to v3, restores the dump (the schema
+// is back at 2 under the same URL) and restarts the app pods, which must wait: it returns the release, v3's
+// identity and the database's time of the restore.
+func restoredRelease(t *testing.T, check bool) (*release, string, string) {
+	t.Helper()
+	ctx := context.Background()
+	l := newLedger(t, env.helm4) // its namespace, and a PostgreSQL with the Secret ledger-db
+	r := newRelease(t, l.ns, "app", env.helm4)
+	r.psqlArgs = []string{"ledger-db", "psql", "-U", "ledger", "-d", "ledger"}
+	r.mustDeploy(restoreValues("v2", check))
+	if _, err := podExec(r.ns, "ledger-db", "pg_dump", "-U", "ledger", "-d", "ledger", "--clean", "--if-exists", "-f", "/tmp/before-v3.sql"); err != nil {
+		t.Fatalf("pg_dump: %v", err)
+	}
+	r.mustDeploy(restoreValues("v3", check))
+	id := r.appIdentity(ctx)
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
+		t.Fatalf("schema at version %d after the upgrade to v3, want 3", v)
+	}
+	if out, err := podExec(r.ns, "ledger-db", "psql", "-U", "ledger", "-d", "ledger", "-v", "ON_ERROR_STOP=1", "-q", "-f", "/tmp/before-v3.sql"); err != nil {
+		t.Fatalf("restoring the dump: %v\n%s", err, out)
+	}
+	restoredAt := r.psql("select now()")
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+		t.Fatalf("schema at version %d after the restore, want 2", v)
+	}
+	start := time.Now()
+	mustRun(t, env.kubectl, "rollout", "restart", "-n", r.ns, "deployment/"+r.fullname())
+	// the pod's status names the reason: the failed check's last log line, as its termination message
+	waitUntil(t, "a restarted pod's status to name the schema its gate found", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, p := range r.appPods(ctx, id) {
+			if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
+				continue
+			}
+			for _, cs := range p.Status.InitContainerStatuses {
+				for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+					if cs.Name == "wait-for-migration" && term != nil && term.ExitCode != 0 &&
+						strings.Contains(term.Message, "schema version 2 is older than this build's 3") {
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	})
+	return r, id, restoredAt
+}
+
+func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t *testing.T) {
+	share(t, weightOne, 150*time.Second)
+	res := scenario(t, "database-restored-from-dump", env.helm4)
+	ctx := context.Background()
+	r, id, restoredAt := restoredRelease(t, true)
+	start := time.Now()
+	r.mustDeploy(restoreValues("v3", true)) // the same values: only the database changed
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	res.Upgrades = 3
+	if n := r.psqlInt("select count(*) from schema_migrations where version = 3 and applied_at > '" + restoredAt + "'"); n != 1 {
+		t.Errorf("version 3 was applied %d times after the restore, want once", n)
+	}
+	if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
+		t.Errorf("%d runs of identity %s in the restored database, want 1 (the dump had none)", n, id)
+	}
+	log := r.jobLog(r.fullname() + "-migrate")
+	if !strings.Contains(log, "but the database does not have it") {
+		t.Errorf("the upgrade's migration does not say why it ran a recorded identity again:\n%s", log)
+	}
+	r.assertWitness(ctx, id)
+	pods := r.appPods(ctx, id)
+	for _, p := range pods {
+		if _, started := appStart(p); !started {
+			t.Errorf("pod %s has not started after the migration ran again", p.Name)
+		}
+	}
+	entry, ok := r.records(ctx)[id]
+	if !ok {
+		t.Fatalf("identity %s is not recorded", id)
+	}
+	t.Logf("after the restore, the upgrade with the same values ran %s again (%d pods started); its record: %+v", id, len(pods), entry)
+}
+
+// The control: the same restore without migration.check. The app pods still wait (gate.mode command asks the
+// database), but the next upgrade believes the record ("already recorded") and never migrates: it times out,
+// and the schema stays at 2. The check is what repairs the database.
+func TestWithoutTheCheckARestoredDatabaseIsNeverMigratedAgain(t *testing.T) {
+	share(t, weightOne, 150*time.Second)
+	scenario(t, "database-restored-from-dump-control", env.helm4)
+	r, _, _ := restoredRelease(t, false)
+	if out, _, err := r.deploy(restoreValues("v3", false), "--timeout", "75s"); err == nil {
+		t.Fatalf("without the check the upgrade succeeded on the restored database:\n%s", out)
+	}
+	if log := r.jobLog(r.fullname() + "-migrate"); !strings.Contains(log, "already recorded") {
+		t.Errorf("the upgrade's migration did not skip the recorded identity; its log:\n%s", log)
+	}
+	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+		t.Errorf("schema at version %d, want 2: without the check nothing migrates the restored database", v)
+	}
+}
