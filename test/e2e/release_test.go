@@ -412,3 +412,22 @@ func (l *loadGen) stop() loadReport {
 	}
 	return rep
 }
+
+// assertHeld checks, for d, that the pods of identity id exist and that none of them starts its app: by the API
+// server (container starts) and by the app's own record of its starts (demo_pod_starts).
+func (r *release) assertHeld(ctx context.Context, id string, d time.Duration) {
+	r.t.Helper()
+	waitUntil(r.t, "a pod of identity "+id, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return len(r.appPods(ctx, id)) > 0, nil
+	})
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		for _, p := range r.appPods(ctx, id) {
+			if _, started := appStart(p); started {
+				r.t.Fatalf("pod %s of identity %s started its app container although that identity's migration never succeeded", p.Name, id)
+			}
+		}
+	}
+	if n := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
+		r.t.Fatalf("the app recorded %d starts of identity %s, whose migration never succeeded", n, id)
+	}
+}

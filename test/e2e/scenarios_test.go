@@ -179,14 +179,24 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 	if v := r.psqlInt("select max(version) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d after the failed migration, want 1 (nothing half-applied)", v)
 	}
-	if job := r.migrationJob(ctx, r.jobIdentity(ctx)); job == nil {
+	brokenID := r.jobIdentity(ctx)
+	if job := r.migrationJob(ctx, brokenID); job == nil {
 		t.Errorf("the failed migration Job was deleted; its logs must stay readable")
 	}
+	// a failed migration is never recorded: the failed identity's pods, brought by an upgrade that skips the
+	// hooks, wait (no app start of that identity, by the API server and by the app's own record)
+	if out, _, err := r.deploy(broken, "--no-hooks", "--wait=false"); err != nil {
+		t.Fatalf("helm upgrade --no-hooks: %v\n%s", err, out)
+	}
+	if got := r.appIdentity(ctx); got != brokenID {
+		t.Fatalf("the upgrade without hooks moved the Deployment to identity %s, want the failed one %s", got, brokenID)
+	}
+	r.assertHeld(ctx, brokenID, 20*time.Second)
 
 	fixed := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 	_, d = r.mustDeploy(fixed)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	res.Upgrades = 2
+	res.Upgrades = 3
 	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
 		t.Errorf("schema at version %d after the fixed upgrade, want 2", v)
 	}
