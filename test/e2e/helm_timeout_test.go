@@ -77,6 +77,11 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 				if owners := o.GetOwnerReferences(); len(owners) != 1 || owners[0].UID != anchor.UID {
 					t.Errorf("the migration's %s is owned by %v, want the records ConfigMap %s (uid %s)", kind, owners, anchor.Name, anchor.UID)
 				}
+				// Helm's ownership, so that a later release that renders it as a release object (a rollback to
+				// the install's revision, a switch to job mode) adopts it instead of refusing to import it
+				if a := o.GetAnnotations(); a["meta.helm.sh/release-name"] != r.name || a["meta.helm.sh/release-namespace"] != ns {
+					t.Errorf("the migration's %s lacks Helm's ownership annotations of release %s/%s: %v", kind, ns, r.name, a)
+				}
 			}
 
 			// a rollback to the install's revision, where those objects are release objects: Helm adopts them (the

@@ -78,6 +78,16 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 			if _, started := appStart(held); started {
 				t.Errorf("pod %s started its app on the empty database", held.Name)
 			}
+			// the pod that kept running lost its schema: its readiness probe (the app's /readyz, as the kubelet
+			// reports it) takes it out of the Service
+			waitUntil(t, "the running app pod to go unready on the empty database", time.Minute, func(ctx context.Context) (bool, error) {
+				for _, p := range r.appPods(ctx, id) {
+					if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) && p.DeletionTimestamp == nil && !podReady(p) {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
 			if n := r.countIfTable("demo_pod_starts", fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
 				t.Errorf("the witness has %d app processes of %s on the new database before its migration ran there", n, id)
 			}

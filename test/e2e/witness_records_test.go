@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -25,15 +26,17 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 	ctx := context.Background()
 	ns := newNamespace(t, "signalled", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
+	// the records bound to no database: with the binding, gate run names the database again after the command
+	// exits, on the stopped context, and fails there too, which would hide a record made after the signal
 	base := merged(baseValues(), map[string]any{
-		"migration":  map[string]any{"mode": "job", "backoffLimit": 0},
+		"migration":  map[string]any{"mode": "job", "backoffLimit": 0, "bindRecordsToDatabase": false},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "signalled-test-password"}},
 	})
 	r.mustDeploy(base) // v1, with the database up: the next migration starts at once
 	// v2, whose migration sleeps 600 s inside its transaction
 	slow := merged(base, map[string]any{
 		"image": map[string]any{"tag": "v2"},
-		"migration": map[string]any{"mode": "job", "backoffLimit": 0,
+		"migration": map[string]any{"mode": "job", "backoffLimit": 0, "bindRecordsToDatabase": false,
 			"env": []any{envVar("DEMO_MIGRATION_DELAY", "600s"), envVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
 	})
 	start := time.Now()
@@ -76,7 +79,8 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 	}
 }
 
-// When `gate run` cannot read the records (here its Role lost `get` on them), it cannot tell whether its
+// When `gate run` cannot read the records (here its Role no longer names the store that keeps them; the
+// release's ConfigMap it still may read and write), it cannot tell whether its
 // identity already ran, so it must run nothing: a re-created Job of a recorded identity (a rollback, a revert,
 // a TTL) would otherwise run an older migration against a newer schema.
 func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
@@ -106,7 +110,8 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 		t.Fatal("no Job in the release's manifest")
 	}
 	mustRun(t, env.kubectl, "patch", "role", job, "-n", ns, "--type", "json",
-		"-p", `[{"op":"replace","path":"/rules/0/verbs","value":["update","patch"]}]`)
+		"-p", `[{"op":"test","path":"/rules/0/resourceNames/1","value":"`+r.storeName()+`"},`+
+			`{"op":"replace","path":"/rules/0/resourceNames","value":["`+r.anchorName()+`"]}]`)
 	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +151,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 // record was pruned. Its re-created Job must refuse to run it (an older migration on a newer schema), naming
 // the value to raise, and its pods must fail at once with that reason instead of waiting for the timeout.
 func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
-	share(t, weightOne, 40*time.Second)
+	share(t, weightOne, 60*time.Second)
 	res := scenario(t, "rollback-past-kept-records", env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "pruned", restricted)
@@ -214,4 +219,33 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	if checked == 0 {
 		t.Errorf("no pod of the pruned identity %s was created by the rollback: nothing was checked", first)
 	}
+
+	// without the refused Job (a TTL, a cleanup), new pods of the pruned identity have no evidence left at all:
+	// their gate must still fail at once, not wait out its timeout for a migration that will never run
+	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	deleted := time.Now()
+	for _, p := range r.appPods(ctx, first) {
+		_ = env.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+	}
+	waitUntil(t, "a new pod of "+first+" without its Job to fail its gate at once", time.Minute, func(ctx context.Context) (bool, error) {
+		for _, p := range r.appPods(ctx, first) {
+			if p.CreationTimestamp.Time.Before(deleted.Truncate(time.Second)) {
+				continue
+			}
+			for _, s := range p.Status.InitContainerStatuses {
+				for _, term := range []*corev1.ContainerStateTerminated{s.State.Terminated, s.LastTerminationState.Terminated} {
+					if s.Name == "wait-for-migration" && term != nil && term.ExitCode == 1 {
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	})
 }
