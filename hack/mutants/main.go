@@ -44,6 +44,9 @@ type mutant struct {
 	Package  string `json:"package"`  // the unit or render test's package, e.g. ./test/render
 	Test     string `json:"test"`     // its top-level test function
 	Scenario string `json:"scenario"` // the cluster scenarios' -run regexp
+	// UnitOnly, instead of a scenario, says why no cluster scenario can catch the mutant (the protection it
+	// breaks is unreachable on a real cluster, e.g. behind a server-side field selector)
+	UnitOnly string `json:"unitOnly,omitempty"`
 }
 
 type edit struct {
@@ -92,9 +95,14 @@ func run(args []string, out io.Writer) error {
 	}
 	var chosen []mutant
 	for _, m := range all {
-		if match.MatchString(m.ID) {
-			chosen = append(chosen, m)
+		if !match.MatchString(m.ID) {
+			continue
 		}
+		if *level == "cluster" && m.UnitOnly != "" {
+			_, _ = fmt.Fprintf(out, "mutants: %s has no cluster scenario (unit only: %s)\n", m.ID, m.UnitOnly)
+			continue
+		}
+		chosen = append(chosen, m)
 	}
 	if len(chosen) == 0 {
 		return fmt.Errorf("no mutant's id matches %q", *only)
@@ -179,8 +187,8 @@ func readTable(path string) ([]mutant, error) {
 			return nil, fmt.Errorf("%s: mutant id %q: want lower-case words joined by -", path, m.ID)
 		case seen[m.ID]:
 			return nil, fmt.Errorf("%s: mutant %s appears twice", path, m.ID)
-		case m.Breaks == "" || len(m.Edits) == 0 || m.Package == "" || !strings.HasPrefix(m.Test, "Test") || m.Scenario == "":
-			return nil, fmt.Errorf("%s: mutant %s needs breaks, edits, package, test (a Test function) and scenario", path, m.ID)
+		case m.Breaks == "" || len(m.Edits) == 0 || m.Package == "" || !strings.HasPrefix(m.Test, "Test") || (m.Scenario == "") == (m.UnitOnly == ""):
+			return nil, fmt.Errorf("%s: mutant %s needs breaks, edits, package, test (a Test function) and either scenario or unitOnly (why no cluster scenario can catch it)", path, m.ID)
 		}
 		seen[m.ID] = true
 		for _, e := range m.Edits {

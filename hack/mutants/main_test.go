@@ -69,7 +69,11 @@ func TestNoClusterResultIsOlderThanTheFilesItsMutantEdits(t *testing.T) {
 		}
 	}
 	for _, m := range ms {
-		if _, ok := results[m.ID]; !ok {
+		_, ok := results[m.ID]
+		switch {
+		case ok && m.UnitOnly != "":
+			t.Errorf("mutant %s has a cluster result but says it has no cluster scenario (unitOnly)", m.ID)
+		case !ok && m.UnitOnly == "":
 			notRun++
 		}
 	}

@@ -160,14 +160,18 @@ func writeMarkdown(root, path string, all []mutant, unit []result) error {
 	fmt.Fprintf(&b, "Unit level: run %s on commit %s (`go run ./hack/mutants --level unit --markdown MUTANTS.md`); it runs again in every `make test`.\n\n",
 		time.Now().UTC().Format("2006-01-02"), headCommit())
 	b.WriteString("| mutant | what it breaks | unit or render test | unit | cluster scenarios | cluster |\n|---|---|---|---|---|---|\n")
-	nCaught, ran := 0, 0
+	nCaught, ran, unitOnly := 0, 0, 0
 	for _, m := range all {
 		u := byID[m.ID]
 		unitCell := u.outcome
 		if u.outcome == "" {
 			unitCell = "not run"
 		}
-		clusterCell := "not run"
+		clusterCell, scenarioCell := "not run", "`"+m.Scenario+"`"
+		if m.UnitOnly != "" {
+			clusterCell, scenarioCell = "unit only: "+m.UnitOnly, "none"
+			unitOnly++
+		}
 		if c, ok := cluster[m.ID]; ok {
 			clusterCell = fmt.Sprintf("%s on %s (%.0f min)", c.Outcome, c.Commit, c.Minutes)
 			if isStale[m.ID] {
@@ -179,9 +183,10 @@ func writeMarkdown(root, path string, all []mutant, unit []result) error {
 				}
 			}
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` (%s) | %s | `%s` | %s |\n", m.ID, m.Breaks, m.Test, m.Package, unitCell, m.Scenario, clusterCell)
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` (%s) | %s | %s | %s |\n", m.ID, m.Breaks, m.Test, m.Package, unitCell, scenarioCell, clusterCell)
 	}
-	fmt.Fprintf(&b, "\n%d mutants; at the cluster level %d ran on the current files and %d of them were caught; the others are not run.\n", len(all), ran, nCaught)
+	fmt.Fprintf(&b, "\n%d mutants; at the cluster level %d ran on the current files and %d of them were caught, %d have no cluster scenario (unit only, with the reason); the others are not run.\n",
+		len(all), ran, nCaught, unitOnly)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
