@@ -99,6 +99,17 @@ func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t
 	if !strings.Contains(log, "but the database does not have it") {
 		t.Errorf("the upgrade's migration does not say why it ran a recorded identity again:\n%s", log)
 	}
+	// the pods from before the restart have no witness rows any more (the restore took them back): wait until
+	// they are gone, and judge the pods the upgrade released
+	waitUntil(t, "the pods from before the restore to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods := r.appPods(ctx, id)
+		for _, p := range pods {
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+		}
+		return len(pods) == 2, nil
+	})
 	r.assertWitness(ctx, id)
 	pods := r.appPods(ctx, id)
 	for _, p := range pods {
