@@ -246,7 +246,7 @@ func TestTheLibrarysDefaultsHoldForAnotherAppsChart(t *testing.T) {
 	l.assertSchema(2, 2)
 	j := liveJob()
 	if d := j.Spec.ActiveDeadlineSeconds; d == nil || *d != 900 {
-		t.Errorf("the live Job's activeDeadlineSeconds = %v, want the library's default 900", d)
+		t.Errorf("the live Job's activeDeadlineSeconds = %s, want the library's default 900", ptrText(d))
 	}
 	if cmd := strings.Join(j.Spec.Template.Spec.Containers[0].Command, " "); !strings.Contains(cmd, "--keep 20 ") {
 		t.Errorf("the live Job's gate run keeps the wrong number of records (want --keep 20, the library's default): %s", cmd)
@@ -347,4 +347,12 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 		t.Errorf("%d pods of schema 2 started although its migration failed", n)
 	}
 	mustRun(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=1m")
+}
+
+// ptrText prints an optional number: its value, or "unset".
+func ptrText(p *int64) string {
+	if p == nil {
+		return "unset"
+	}
+	return strconv.FormatInt(*p, 10)
 }
