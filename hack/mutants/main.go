@@ -122,6 +122,8 @@ func run(args []string, out io.Writer) error {
 	}
 	tree := filepath.Join(cache, "mutants", "tree")
 	start := time.Now()
+	// the commit the copy is taken from: results name it even when HEAD moves during a long cluster run
+	commit := headCommit()
 	if err := copyTree(root, tree); err != nil {
 		return err
 	}
@@ -139,6 +141,12 @@ func run(args []string, out io.Writer) error {
 		res := r.one(m)
 		_, _ = fmt.Fprintf(out, "[%d/%d %s] %s: %s%s\n", i+1, len(chosen), time.Since(start).Round(time.Second), m.ID, strings.ToUpper(res.outcome), res.detailSuffix())
 		results = append(results, res)
+		if *level == "cluster" {
+			// saved one by one: a cluster run takes hours, and an interrupted one keeps what it judged
+			if err := saveClusterResults(filepath.Join(root, clusterResultsFile), commit, []result{res}); err != nil {
+				return err
+			}
+		}
 	}
 	path := *outFile
 	if path == "" {
@@ -146,11 +154,6 @@ func run(args []string, out io.Writer) error {
 	}
 	if err := writeResults(path, *level, results, time.Since(start)); err != nil {
 		return err
-	}
-	if *level == "cluster" {
-		if err := saveClusterResults(filepath.Join(root, clusterResultsFile), results); err != nil {
-			return err
-		}
 	}
 	if *markdown != "" {
 		if err := writeMarkdown(root, *markdown, all, results); err != nil {

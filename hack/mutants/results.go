@@ -58,13 +58,12 @@ func readClusterResults(path string) (map[string]clusterResult, error) {
 	return out, nil
 }
 
-// saveClusterResults merges this run's results into the committed file.
-func saveClusterResults(path string, results []result) error {
+// saveClusterResults merges results of a run on commit into the committed file.
+func saveClusterResults(path, commit string, results []result) error {
 	all, err := readClusterResults(path)
 	if err != nil {
 		return err
 	}
-	commit := headCommit()
 	for _, r := range results {
 		all[r.m.ID] = clusterResult{ID: r.m.ID, Commit: commit, Edits: editsHash(r.m), Scenario: r.m.Scenario,
 			Outcome: r.outcome, Detail: r.detail, At: time.Now().UTC().Format(time.RFC3339),
