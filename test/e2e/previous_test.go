@@ -138,6 +138,7 @@ func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string, s
 
 // A release of the previous chart version upgrades to this one: the records ConfigMap, a pre-install hook
 // there, becomes a release object here (gate run gives it the release's metadata and Helm adopts it).
+// Each upgrade is previewed with --dry-run=server first, and the preview must be what the upgrade applies.
 func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range helmCLIs() {
@@ -163,7 +164,8 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 					// library's defaults, not `--keep "<nil>"`
 					values["migration"] = map[string]any{"keepRecords": nil, "backoffLimit": nil, "activeDeadlineSeconds": nil}
 				}
-				_, d := r.mustDeploy(values)
+				// previewed first: --dry-run=server must show what the upgrade then applies (issue 23 item 10)
+				d := r.upgradeAsPreviewed(values)
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
 				res.Upgrades++
 				id := r.appIdentity(ctx)

@@ -1,0 +1,151 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Renders that do not lie (issue 23 item 10): `helm upgrade --dry-run=server` is how an operator previews an
+// upgrade, so it must show what the upgrade then applies, object for object: the hook Job of the same identity,
+// the embedded database's password kept (not a new one), the records' owner. assertDryRunShowsTheUpgrade takes
+// the preview before the upgrade and compares it with what Helm stored for the real one, hooks included; as its
+// negative control, the client-side preview (`--dry-run=client`, no lookup: a new password, a plain Job) must
+// differ from it, or the comparison could not see a lying render.
+
+// objectsOf splits rendered YAML into its objects, keyed by kind and name, each as canonical JSON.
+func objectsOf(manifests ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, m := range manifests {
+		for _, chunk := range documentSeparator.Split(m, -1) {
+			j, err := yaml.YAMLToJSON([]byte(chunk))
+			if err != nil {
+				return nil, fmt.Errorf("parsing a rendered object: %w", err)
+			}
+			var doc map[string]any
+			if err := json.Unmarshal(j, &doc); err != nil {
+				return nil, fmt.Errorf("parsing a rendered object: %w", err)
+			}
+			if doc == nil {
+				continue // a comment or nothing
+			}
+			canonical, err := json.Marshal(doc) // maps in key order: one spelling per object
+			if err != nil {
+				return nil, err
+			}
+			meta, _ := doc["metadata"].(map[string]any)
+			out[fmt.Sprintf("%v/%v", doc["kind"], meta["name"])] = string(canonical)
+		}
+	}
+	return out, nil
+}
+
+var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
+
+// stdoutOf runs a CLI against the cluster and returns its standard output only (warnings go to stderr).
+func stdoutOf(bin string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// previewUpgrade returns the objects `helm upgrade --dry-run=MODE` shows for values, hooks included.
+func (r *release) previewUpgrade(chart string, values map[string]any, mode string) map[string]string {
+	r.t.Helper()
+	out, err := stdoutOf(r.helm, "upgrade", r.name, chart, "-n", r.ns, "--values", r.valuesFile(values),
+		"--dry-run="+mode, "-o", "json")
+	if err != nil {
+		r.t.Fatalf("previewing the upgrade: %v", err)
+	}
+	var rel struct {
+		Manifest string `json:"manifest"`
+		Hooks    []struct {
+			Manifest string `json:"manifest"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rel); err != nil {
+		r.t.Fatalf("reading the preview of the upgrade (--dry-run=%s -o json): %v", mode, err)
+	}
+	docs := []string{rel.Manifest}
+	for _, h := range rel.Hooks {
+		docs = append(docs, h.Manifest)
+	}
+	objs, err := objectsOf(docs...)
+	if err != nil {
+		r.t.Fatalf("the preview of the upgrade (--dry-run=%s): %v", mode, err)
+	}
+	return objs
+}
+
+// applied returns the objects Helm stored for the release's current revision, hooks included.
+func (r *release) applied() map[string]string {
+	r.t.Helper()
+	manifest, err := stdoutOf(r.helm, "get", "manifest", r.name, "-n", r.ns)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	hooks, err := stdoutOf(r.helm, "get", "hooks", r.name, "-n", r.ns)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	objs, err := objectsOf(manifest, hooks)
+	if err != nil {
+		r.t.Fatalf("the release's stored objects: %v", err)
+	}
+	return objs
+}
+
+// objectDiff names the objects that are in only one of a and b, or differ between them.
+func objectDiff(a, b map[string]string) []string {
+	var diff []string
+	for k, va := range a {
+		vb, ok := b[k]
+		switch {
+		case !ok:
+			diff = append(diff, k+" only in the preview")
+		case va != vb:
+			diff = append(diff, k+" differs")
+		}
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			diff = append(diff, k+" only in the upgrade")
+		}
+	}
+	sort.Strings(diff)
+	return diff
+}
+
+// upgradeAsPreviewed previews an upgrade on the server and on the client, runs it (helm upgrade --install
+// --wait, how long it took is returned), and checks that the server's preview is what the upgrade applied and
+// that the client's differs (the control).
+func (r *release) upgradeAsPreviewed(values map[string]any) time.Duration {
+	r.t.Helper()
+	server := r.previewUpgrade(env.chart, values, "server")
+	client := r.previewUpgrade(env.chart, values, "client")
+	_, took := r.mustDeploy(values)
+	applied := r.applied()
+	if d := objectDiff(server, applied); len(d) > 0 {
+		r.t.Errorf("helm upgrade --dry-run=server showed another upgrade than the one applied: %s", strings.Join(d, "; "))
+	}
+	d := objectDiff(client, applied)
+	if len(d) == 0 {
+		r.t.Errorf("control: the client-side preview (no lookup) equals the applied upgrade: the comparison cannot see a render that lies")
+	}
+	r.t.Logf("helm upgrade --dry-run=server showed the %d objects the upgrade applied; the client-side preview differs (%s)",
+		len(applied), strings.Join(d, "; "))
+	return took
+}
