@@ -2,6 +2,7 @@ package render
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -194,5 +195,85 @@ func TestEveryValueIsDocumentedAndTypedByTheSchema(t *testing.T) {
 		if pat, _ := at(p)["pattern"].(string); !strings.Contains(pat, "^sha256:[a-f0-9]{64}$") {
 			t.Errorf("%s pattern %q", p, pat)
 		}
+	}
+}
+
+// The chart README's values table (written by helm-docs) types each value as the schema does: a table that
+// says "string" where the schema takes an object sends a reader into a schema error (issue 26 item 7).
+func TestTheReadmesValueTypesAreTheTypesTheSchemaTakes(t *testing.T) {
+	schema := loadSchema(t)
+	defs, _ := schema["definitions"].(map[string]any)
+	lookup := func(key string) jsonSchema {
+		node := schema
+		for _, part := range strings.Split(key, ".") {
+			child, ok := node.props()[part].(map[string]any)
+			if !ok {
+				return nil
+			}
+			node = child
+			if ref, ok := node["$ref"].(string); ok {
+				node = defs[strings.TrimPrefix(ref, "#/definitions/")].(map[string]any)
+			}
+		}
+		return node
+	}
+	takes := func(s jsonSchema) []string {
+		var out []string
+		add := func(v any) {
+			switch ty := v.(type) {
+			case string:
+				out = append(out, ty)
+			case []any:
+				for _, x := range ty {
+					out = append(out, x.(string))
+				}
+			}
+		}
+		add(s["type"])
+		for _, alt := range []string{"oneOf", "anyOf"} {
+			list, _ := s[alt].([]any)
+			for _, a := range list {
+				add(a.(map[string]any)["type"])
+			}
+		}
+		return out
+	}
+	helmDocsType := map[string]string{"string": "string", "int": "integer", "float": "number", "bool": "boolean",
+		"object": "object", "list": "array"}
+	rows := 0
+	inTable := false
+	for _, line := range strings.Split(readChartFile(t, "README.md"), "\n") {
+		if strings.HasPrefix(line, "| Key | Type | Default | Description |") {
+			inTable = true
+			continue
+		}
+		if !inTable || strings.HasPrefix(line, "|-") {
+			continue
+		}
+		if !strings.HasPrefix(line, "| ") {
+			break
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		key, typ := strings.Trim(strings.TrimSpace(cells[0]), "`"), strings.TrimSpace(cells[1])
+		rows++
+		s := lookup(key)
+		if s == nil {
+			t.Errorf("README value %s is not in values.schema.json", key)
+			continue
+		}
+		allowed := takes(s)
+		for _, word := range strings.Split(typ, " or ") {
+			want, known := helmDocsType[word]
+			switch {
+			case !known:
+				t.Errorf("README value %s has type %q, which is no helm-docs type (%v)", key, typ, helmDocsType)
+			case want == "integer" && slices.Contains(allowed, "number"):
+			case !slices.Contains(allowed, want):
+				t.Errorf("README value %s has type %q, but the schema takes %v: give it a `# -- (TYPE)` annotation in values.yaml", key, typ, allowed)
+			}
+		}
+	}
+	if rows < 60 {
+		t.Fatalf("found %d rows in the README's values table, want the whole table", rows)
 	}
 }
