@@ -33,6 +33,8 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"a short digest", "image: {digest: 'sha256:abc'}", "image.digest"},
 		{"an upper-case migration image digest", "migration: {image: {digest: 'sha256:" + strings.Repeat("A", 64) + "'}}", "migration.image.digest"},
 		{"a check given as one string", "migration: {check: 'migrate status'}", "migration.check"},
+		{"a readiness probe of two handlers (the default's httpGet and the user's tcpSocket)", "readinessProbe: {tcpSocket: {port: http}}", "readinessProbe has 2 handlers (httpGet, tcpSocket)"},
+		{"a startup probe of two handlers", "startupProbe: {exec: {command: [/ok]}, grpc: {port: 9000}}", "startupProbe has 2 handlers (exec, grpc)"},
 		{"a check with an empty argument", "migration: {check: [migrate, '']}", "migration.check.1"},
 		{"an unknown gate mode", "gate: {mode: initContainer}", "gate.mode"},
 		{"the gate mode's name before 0.3.0", "gate: {mode: job}", "set gate.mode: watch"},

@@ -67,6 +67,56 @@ func TestTheNotesAndTheTestPodExplainAndProbeTheRelease(t *testing.T) {
 			t.Error("tests.enabled=false still renders the test Pod")
 		}
 	})
+
+	t.Run("the test Pod GETs the app's own path and stays out of job mode's kubectl apply unless asked", func(t *testing.T) {
+		const job = "migration: {mode: job}\npostgresql: {auth: {password: pw}}\n"
+		for _, c := range []struct {
+			name, values, url string // url "": no test Pod
+		}{
+			{"the readiness probe's path by default", "", "/readyz"},
+			{"the readiness probe's path when the app has another", "readinessProbe: {httpGet: {path: /ping, port: http}}", "/ping"},
+			{"/ when the readiness probe is no HTTP GET", "readinessProbe: {httpGet: null, tcpSocket: {port: http}}", "/"},
+			{"/ without a readiness probe", "readinessProbe: null", "/"},
+			{"tests.path over the probe's", "tests: {path: /status}", "/status"},
+			{"none in job mode by default", job, ""},
+			{"one in job mode when asked", job + "tests: {enabled: true}", "/readyz"},
+			{"none when disabled", "tests: {enabled: false}", ""},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := render(t, renderOptions{values: c.values})
+				pod, ok := r.find("Pod", fullname+"-test")
+				switch {
+				case c.url == "" && ok:
+					t.Fatalf("a test Pod is rendered")
+				case c.url == "":
+					if strings.Contains(r.notes, "helm test") {
+						t.Errorf("the notes offer helm test without a test Pod:\n%s", r.notes)
+					}
+					return
+				case !ok:
+					t.Fatalf("no test Pod")
+				}
+				args := container(t, pod.obj.(*corev1.Pod).Spec.Containers, "probe").Args
+				if !containsSeq(args, "--url", "http://"+fullname+":80"+c.url) {
+					t.Errorf("args %v, want --url http://%s:80%s", args, fullname, c.url)
+				}
+			})
+		}
+	})
+
+	t.Run("the notes name the records' store and speak of the demo's variables only for the demo", func(t *testing.T) {
+		r := render(t, renderOptions{})
+		if want := "get configmap " + fullname + "-migration-records -o jsonpath='{.data}'"; !strings.Contains(r.notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, r.notes)
+		}
+		if !strings.Contains(r.notes, "SCHEMA_ACCEPT_DATA_LOSS") {
+			t.Errorf("the demo's notes do not name SCHEMA_ACCEPT_DATA_LOSS:\n%s", r.notes)
+		}
+		own := render(t, renderOptions{values: "image: {repository: registry.example.com/shop, tag: '1.0'}\ncommand: [/shop]\nmigration: {args: [migrate]}"})
+		if strings.Contains(own.notes, "SCHEMA_ACCEPT_DATA_LOSS") {
+			t.Errorf("the notes of another app name the demo's SCHEMA_ACCEPT_DATA_LOSS:\n%s", own.notes)
+		}
+	})
 }
 
 // Behaviour 9: chart-testing values files exist for the default, job mode and gate command mode, and

@@ -44,6 +44,17 @@ Checks of the app's values that the schema cannot express. Included by the Deplo
 {{- fail "postgresql.auth.password and postgresql.auth.existingSecret are exclusive: the password is either given to the chart or read from the existing Secret" -}}
 {{- end -}}
 {{- end -}}
+{{- range $probe := list "readinessProbe" "livenessProbe" "startupProbe" -}}
+{{- $handlers := list -}}
+{{- range $h := list "httpGet" "tcpSocket" "exec" "grpc" -}}
+{{- if dig $h nil (get $.Values $probe | default dict) -}}
+{{- $handlers = append $handlers $h -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (len $handlers) 1 -}}
+{{- fail (printf "%s has %d handlers (%s), a probe takes one: values merge with the chart's defaults, so set the default's to null beside yours (e.g. %s: {httpGet: null, tcpSocket: {port: http}})" $probe (len $handlers) (join ", " $handlers) $probe) -}}
+{{- end -}}
+{{- end -}}
 {{- $a := .Values.autoscaling -}}
 {{- if $a.enabled -}}
 {{- if gt (int $a.minReplicas) (int $a.maxReplicas) -}}
@@ -61,4 +72,30 @@ Checks of the app's values that the schema cannot express. Included by the Deplo
 {{- fail (printf "extraVolumes: the volume name %q is reserved (names starting with premigrate- belong to the chart)" .name) -}}
 {{- end -}}
 {{- end -}}
+{{- end }}
+
+{{/*
+"true" when the helm test Pod is rendered: tests.enabled, or when null every mode but job (helm template |
+kubectl apply would apply the test Pod as a plain Pod).
+*/}}
+{{- define "premigrate.testsEnabled" -}}
+{{- if kindIs "invalid" .Values.tests.enabled -}}
+{{- if ne .Values.migration.mode "job" }}true{{ end -}}
+{{- else if .Values.tests.enabled -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
+The path the helm test Pod GETs: tests.path, else the readiness probe's httpGet path, else /.
+*/}}
+{{- define "premigrate.testPath" -}}
+{{- .Values.tests.path | default (dig "httpGet" "path" "" (.Values.readinessProbe | default dict)) | default "/" -}}
+{{- end }}
+
+{{/*
+"true" when the app is premigrate's demo (its image), whose migrations know SCHEMA_ACCEPT_DATA_LOSS.
+*/}}
+{{- define "premigrate.isDemo" -}}
+{{- if eq .Values.image.repository "premigrate/demo" }}true{{ end -}}
 {{- end }}
