@@ -1,0 +1,152 @@
+package render
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// adoptStep is one block of the library README's "Adopt it": what to do (append, create, patch) to which file
+// of a `helm create` chart, and the block's text.
+type adoptStep struct{ action, file, text string }
+
+var adoptBlock = regexp.MustCompile("(?s)<!-- adopt: (append|create|patch) (\\S+) -->\n```[a-z]*\n(.*?)```")
+
+// adoptSteps reads the README's adoption blocks, in order.
+func adoptSteps(t *testing.T) []adoptStep {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(libDir, "README.md"))
+	require.NoError(t, err)
+	var steps []adoptStep
+	for _, m := range adoptBlock.FindAllStringSubmatch(string(b), -1) {
+		steps = append(steps, adoptStep{action: m[1], file: m[2], text: m[3]})
+	}
+	return steps
+}
+
+// helmCLI is a Helm CLI of the repository's pinned tools (make tools); missing, the test fails.
+func helmCLI(t *testing.T, name string) string {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join("..", "..", "bin", name))
+	require.NoError(t, err)
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("%s is missing: run `make tools` (the render tests render with Helm 3 and Helm 4): %v", bin, err)
+	}
+	return bin
+}
+
+func runIn(t *testing.T, dir, bin string, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String()
+}
+
+// adoptIntoHelmCreate makes `helm create myapp` with cli in a temporary folder, applies the README's steps
+// literally, puts the library where `helm dependency build` would, and returns the chart's folder.
+func adoptIntoHelmCreate(t *testing.T, cli string) string {
+	t.Helper()
+	dir := t.TempDir()
+	runIn(t, dir, cli, "", "create", "myapp")
+	chart := filepath.Join(dir, "myapp")
+	for _, s := range adoptSteps(t) {
+		path := filepath.Join(chart, s.file)
+		switch s.action {
+		case "append":
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			require.NoError(t, err, "step %s %s: helm create made no such file", s.action, s.file)
+			_, err = f.WriteString("\n" + s.text)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+		case "create":
+			require.NoError(t, os.WriteFile(path, []byte(s.text), 0o644))
+		case "patch":
+			// git apply: exact context, no fuzz; the README's diff must fit helm create's file as it is
+			runIn(t, chart, "git", s.text, "apply", "--verbose", "-")
+		}
+	}
+	runIn(t, "", "cp", "", "-r", libDir, filepath.Join(chart, "charts", "premigrate-lib"))
+	return chart
+}
+
+// The library README's "Adopt it" is executed, not only read: its blocks, taken from the README, applied to
+// `helm create` output of Helm 3 and of Helm 4, render with that Helm into a gated Deployment, with the values
+// a `helm create` chart is used with (pod annotations and volumes, which broke the README's indentation before,
+// another fullname) and with the migration off.
+func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
+	steps := adoptSteps(t)
+	var did []string
+	for _, s := range steps {
+		did = append(did, s.action+" "+s.file)
+	}
+	require.Equal(t, []string{"append Chart.yaml", "append values.yaml", "create templates/_premigrate.tpl",
+		"create templates/migration.yaml", "patch templates/deployment.yaml"}, did, "the README's adoption blocks")
+
+	for _, cliName := range []string{"helm", "helm4"} {
+		cli := helmCLI(t, cliName)
+		chart := adoptIntoHelmCreate(t, cli)
+		for _, c := range []struct {
+			name     string
+			set      []string
+			fullname string
+			gated    bool
+		}{
+			{"the defaults", nil, "rel-myapp", true},
+			{"pod annotations, volumes and mounts", []string{"podAnnotations.team=payments", "volumes[0].name=cache",
+				"volumes[0].emptyDir.medium=Memory", "volumeMounts[0].name=cache", "volumeMounts[0].mountPath=/cache"}, "rel-myapp", true},
+			{"another fullname", []string{"fullnameOverride=shop"}, "shop", true},
+			{"the migration off", []string{"migrations.enabled=false"}, "rel-myapp", false},
+		} {
+			t.Run(cliName+" with "+c.name, func(t *testing.T) {
+				args := []string{"template", "rel", chart, "--namespace", namespace}
+				for _, s := range c.set {
+					args = append(args, "--set", s)
+				}
+				r, err := decode(map[string]string{"out": runIn(t, "", cli, "", args...)})
+				require.NoError(t, err, "the adopted chart's render does not decode")
+				d := mustFind[*appsv1.Deployment](t, r, "Deployment", c.fullname)
+				pod := d.Spec.Template.Spec
+				if !c.gated {
+					assert.Empty(t, pod.InitContainers, "no gate without a migration")
+					_, ok := r.find("Job", c.fullname+"-migrate")
+					assert.False(t, ok)
+					return
+				}
+				job := r.job(t)
+				id := job.Labels["premigrate.io/identity"]
+				require.Len(t, id, 10)
+				assert.Equal(t, c.fullname+"-migrate-"+id, job.Name, "the install's Job carries the chart's name prefix")
+				assert.Equal(t, id, d.Spec.Template.Annotations["premigrate.io/identity"])
+				gate := container(t, pod.InitContainers, "wait-for-migration")
+				assert.Contains(t, strings.Join(gate.Args, " "), "--identity "+id+" ")
+				assert.Contains(t, envNames(container(t, pod.Containers, "myapp").Env), "PREMIGRATE_IDENTITY")
+				require.NotNil(t, pod.AutomountServiceAccountToken)
+				assert.False(t, *pod.AutomountServiceAccountToken, "the app container gets no API token")
+				binding := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", c.fullname+"-gate")
+				require.Len(t, binding.Subjects, 1)
+				assert.Equal(t, pod.ServiceAccountName, binding.Subjects[0].Name, "the gate's Role is bound to the pods' ServiceAccount")
+				assert.Equal(t, []string{"python", "manage.py", "migrate"}, afterDashes(container(t, job.Spec.Template.Spec.Containers, "migrate").Command,
+					container(t, job.Spec.Template.Spec.Containers, "migrate").Args))
+				if c.name == "pod annotations, volumes and mounts" {
+					assert.Equal(t, "payments", d.Spec.Template.Annotations["team"])
+					assert.Equal(t, []string{"cache", "premigrate-gate-token"}, volumeNames(pod.Volumes))
+				}
+			})
+		}
+	}
+}
