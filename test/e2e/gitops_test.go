@@ -466,6 +466,8 @@ type application struct {
 type argoApp struct {
 	*release
 	retries int // syncPolicy.retry.limit of automated syncs; 0 keeps Argo CD's default (5 retries with back-off)
+	// syncOptions of the Application's sync policy (e.g. Replace=true)
+	syncOptions []string
 }
 
 // manifest is the Application with values and a sync policy (nil: manual syncs only).
@@ -484,6 +486,14 @@ func (a argoApp) manifest(values map[string]any, automated bool) []byte {
 		if a.retries > 0 {
 			policy["retry"] = map[string]any{"limit": a.retries}
 		}
+		spec["syncPolicy"] = policy
+	}
+	if len(a.syncOptions) > 0 {
+		policy, _ := spec["syncPolicy"].(map[string]any)
+		if policy == nil {
+			policy = map[string]any{}
+		}
+		policy["syncOptions"] = a.syncOptions
 		spec["syncPolicy"] = policy
 	}
 	b, err := json.Marshal(map[string]any{
@@ -724,6 +734,77 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 	}
 }
 
+// argoReplaceKeepsEveryRecord syncs with Argo CD's Replace=true (issue 23 item 2): every object is replaced
+// (kubectl replace: a PUT of the rendered object), the release's records ConfigMap included, which has no data.
+// The records are in the store, which no render holds, so a replace cannot wipe them: after three syncs under
+// Replace=true the store has the three records, and a GitOps revert to the second version runs its Sync hook,
+// whose gate run finds that version recorded on this database and runs nothing (the older migration on the newer
+// schema would be refused and fail the sync); its pods start on the record (the Jobs are gone at once, TTL 0).
+// The anchor's marker, gone after the replace, shows the replace happened: without it the scenario proves nothing.
+func argoReplaceKeepsEveryRecord(t *testing.T) {
+	gitopsUp(t, "argocd")
+	res := scenario(t, "argocd-replace", "argocd")
+	ctx := context.Background()
+	a := newArgoApp(t, "argorepl")
+	a.syncOptions = []string{"Replace=true"}
+	values := func(tag string) map[string]any {
+		// no claim: a StatefulSet's volumeClaimTemplates are refused by a replace that does not carry the
+		// defaults the API server filled in, which has nothing to do with the records
+		return argoValues(map[string]any{"image": map[string]any{"tag": tag},
+			"migration":  map[string]any{"ttlSecondsAfterFinished": 0},
+			"postgresql": map[string]any{"persistence": map[string]any{"enabled": false}}})
+	}
+	a.apply(values("v1"), true)
+	a.healthy(8 * time.Minute)
+	ids := []string{a.appIdentity(ctx)}
+	for i, tag := range []string{"v2", "v3"} {
+		if tag == "v3" {
+			mustRun(t, env.kubectl, "patch", "configmap", a.anchorName(), "-n", a.ns, "--type", "merge",
+				"-p", `{"data":{"marker":"kept only if Argo CD does not replace this object"}}`)
+		}
+		at := a.apply(values(tag), true)
+		if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
+			t.Fatalf("sync %d under Replace=true: %s: %s", i+2, app.Status.OperationState.Phase, app.Status.OperationState.Message)
+		}
+		a.healthy(6 * time.Minute)
+		res.DurationsSec = append(res.DurationsSec, time.Since(at).Seconds())
+		res.Upgrades++
+		ids = append(ids, a.appIdentity(ctx))
+		a.assertWitness(ctx, ids[len(ids)-1])
+	}
+	anchor, err := env.client.CoreV1().ConfigMaps(a.ns).Get(ctx, a.anchorName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := anchor.Data["marker"]; ok {
+		t.Fatalf("Replace=true did not replace ConfigMap %s (its marker is still there): the scenario proves nothing", a.anchorName())
+	}
+	records := a.records(ctx)
+	for i, id := range ids {
+		if _, ok := records[id]; !ok {
+			t.Errorf("after the syncs under Replace=true the store lacks the record of version %d (%s): %v", i+1, id, records)
+		}
+	}
+	runs := a.psqlInt("select count(*) from demo_migrate_runs")
+	at := a.apply(values("v2"), true)
+	if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
+		t.Fatalf("the revert to v2 under Replace=true: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
+	}
+	a.healthy(6 * time.Minute)
+	res.DurationsSec = append(res.DurationsSec, time.Since(at).Seconds())
+	res.Upgrades++
+	if got := a.appIdentity(ctx); got != ids[1] {
+		t.Fatalf("after the revert the Deployment has identity %s, want v2's %s", got, ids[1])
+	}
+	a.assertWitness(ctx, ids[1])
+	if got := a.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+		t.Errorf("%d migration runs after the revert, want %d (nothing runs again)", got, runs)
+	}
+	if v := a.psqlInt("select max(version) from schema_migrations"); v != 3 {
+		t.Errorf("schema at version %d, want 3 (migrations are not undone)", v)
+	}
+}
+
 // TestArgoCDSyncsTheChartInArgocdMode runs the Argo CD scenarios beside each other and the other scenarios (an
 // Application and a namespace each), as the scheduler lets them (share_test.go).
 func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
@@ -732,4 +813,5 @@ func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
 	t.Run("reports a failed migration and the new pods never start", sharing(weightOne, 120*time.Second, argoReportsAFailedMigration))
 	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods))
 	t.Run("renders hook mode as an install on every sync", sharing(weightOne, 65*time.Second, argoRendersHookModeAsAnInstall))
+	t.Run("keeps every record when it replaces every object", sharing(weightOne, 110*time.Second, argoReplaceKeepsEveryRecord))
 }

@@ -44,7 +44,7 @@ var expectedScenarios = []string{
 	"force-upgrade-helm3", "force-upgrade-helm4", "helm-timeout-helm3", "helm-timeout-helm4", "rollback", "slow-database", "ttl-failed", "ttl-succeeded", "ttl-zero-wait-for-jobs",
 	"upgrades-helm3", "upgrades-helm4",
 	"flux-upgrades", "flux-failed-migration", "flux-hook-output-logs-control",
-	"argocd-upgrades", "argocd-failed-migration", "argocd-selective-sync", "argocd-hook-mode",
+	"argocd-upgrades", "argocd-failed-migration", "argocd-selective-sync", "argocd-hook-mode", "argocd-replace",
 }
 
 var report struct {
