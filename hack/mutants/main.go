@@ -503,7 +503,10 @@ func (r *runner) e2e(name, cache, runRE string) (*testReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("go", "test", "-count=1", "-json", "-timeout", "40m", "-parallel", "4", "-run", runRE, "./test/e2e/")
+	// -parallel above the number of scenarios, as in make test-e2e: the scenarios' scheduler (E2E_CAPACITY) is
+	// the limit. A lower -parallel deadlocks once the scenarios holding its slots wait for the scheduler while the
+	// one holding the scheduler's capacity waits for a slot (a baseline of 17 scenarios hung at -parallel 4).
+	cmd := exec.Command("go", "test", "-count=1", "-json", "-timeout", "40m", "-parallel", "64", "-run", runRE, "./test/e2e/")
 	cmd.Dir = r.tree
 	// PREMIGRATE_HISTORY: the copy has no .git, and the upgrade from the previous release takes its chart from history
 	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache, "KEEP_CLUSTER=1", "KIND_NODE_IMAGE="+strings.TrimSpace(node),
