@@ -186,6 +186,27 @@ migration:
 		}
 	})
 
+	t.Run("the demo's migrate argument goes only with the demo's command", func(t *testing.T) {
+		for _, c := range []struct {
+			name, values  string
+			command, args []string
+		}{
+			{"the demo", "", []string{"/demo"}, []string{"migrate"}},
+			{"the app's own command", "command: [/shop, serve]", []string{"/shop", "serve"}, nil},
+			{"a migration command of its own", "migration: {command: [python, manage.py, migrate]}", []string{"python", "manage.py", "migrate"}, nil},
+			{"the demo's command given as the migration's", "migration: {command: [/demo]}", []string{"/demo"}, []string{"migrate"}},
+			{"arguments given", "migration: {command: [python, manage.py], args: [migrate, --noinput]}", []string{"python", "manage.py"}, []string{"migrate", "--noinput"}},
+			{"no arguments asked for beside the demo", "migration: {args: []}", []string{"/demo"}, nil},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				m := container(t, render(t, renderOptions{values: c.values}).job(t).Spec.Template.Spec.Containers, "migrate")
+				if !equalStrings(userCommand(t, m), c.command) || !equalStrings(m.Args, c.args) {
+					t.Errorf("migrate command %v args %v, want %v %v", userCommand(t, m), m.Args, c.command, c.args)
+				}
+			})
+		}
+	})
+
 	t.Run("the gate wraps the migration and records the identity in the records ConfigMap", func(t *testing.T) {
 		for _, tc := range []struct {
 			name, values string

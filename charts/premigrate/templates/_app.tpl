@@ -99,3 +99,18 @@ The path the helm test Pod GETs: tests.path, else the readiness probe's httpGet 
 {{- define "premigrate.isDemo" -}}
 {{- if eq .Values.image.repository "premigrate/demo" }}true{{ end -}}
 {{- end }}
+
+{{/*
+The migration's arguments (a JSON list): migration.args, else, when null, the demo's `migrate` beside the
+demo's command only: another app's command gets no argument it did not ask for.
+*/}}
+{{- define "premigrate.migrationArgs" -}}
+{{- $m := .Values.migration -}}
+{{- if not (kindIs "invalid" $m.args) -}}
+{{- toJson $m.args -}}
+{{- else if eq (toJson ($m.command | default .Values.command)) (toJson (list "/demo")) -}}
+{{- toJson (list "migrate") -}}
+{{- else -}}
+[]
+{{- end -}}
+{{- end }}

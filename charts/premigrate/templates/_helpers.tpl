@@ -220,7 +220,7 @@ the data without persistence), or the external database's URL */ -}}
   "mode" $m.mode
   "image" $image
   "command" ($m.command | default $V.command)
-  "args" $m.args
+  "args" (include "premigrate.migrationArgs" $root | fromJsonArray)
   "env" (concat (include "premigrate.databaseEnv" $root | fromYamlArray) $V.env $m.env)
   "envFrom" (concat $V.envFrom $m.envFrom)
   "resources" $m.resources
