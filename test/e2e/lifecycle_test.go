@@ -239,8 +239,8 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			ctx := context.Background()
 			ns := newNamespace(t, "later-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
-			// without migrations the demo never becomes ready on its empty database: no readiness probe
-			r.mustDeploy(merged(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": nil}))
+			// without migrations the demo never becomes ready on its empty database: no readiness probe ({}: null is the default)
+			r.mustDeploy(merged(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
 			records := r.anchorName()
 			if _, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("ConfigMap %s exists without migrations (err %v)", records, err)

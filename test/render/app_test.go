@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -72,23 +73,40 @@ imagePullSecrets: [{name: regcred}]
 		}
 	})
 
-	t.Run("readiness probes /readyz and liveness probes /healthz, both configurable", func(t *testing.T) {
-		app := container(t, render(t, renderOptions{}).deployment(t).Spec.Template.Spec.Containers, "app")
-		if p := app.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.HTTPGet.Port != intstr.FromString("http") {
-			t.Errorf("readinessProbe = %+v", p)
+	t.Run("the probes follow the image: the demo's paths for the demo, a TCP connect for another app, yours taken whole", func(t *testing.T) {
+		const other = "image: {repository: registry.example.com/my-app, tag: '1.0'}\ncommand: [/my-app]\n"
+		httpGet := func(path string) *corev1.Probe {
+			return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}}}
 		}
-		if p := app.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
-			t.Errorf("livenessProbe = %+v", p)
-		}
-		app = container(t, render(t, renderOptions{values: `
-readinessProbe: {httpGet: {path: /ready, port: http}, periodSeconds: 7}
-livenessProbe: null
-`}).deployment(t).Spec.Template.Spec.Containers, "app")
-		if p := app.ReadinessProbe; p == nil || p.HTTPGet.Path != "/ready" || p.PeriodSeconds != 7 {
-			t.Errorf("custom readinessProbe = %+v", p)
-		}
-		if app.LivenessProbe != nil {
-			t.Errorf("livenessProbe null still renders %+v", app.LivenessProbe)
+		tcp := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}}}
+		for _, c := range []struct {
+			name, values        string
+			readiness, liveness *corev1.Probe // only the handler and the period are compared; nil: none
+			readinessPeriod     int32
+		}{
+			{"the demo's image: GET /readyz every second and GET /healthz", "", httpGet("/readyz"), httpGet("/healthz"), 1},
+			{"another image: a TCP connect to port http every second and no liveness probe", other, tcp, nil, 1},
+			{"another image with probes of its own, taken whole", other + "readinessProbe: {httpGet: {path: /ready, port: http}, periodSeconds: 7}\nlivenessProbe: {httpGet: {path: /live, port: http}}\n", httpGet("/ready"), httpGet("/live"), 7},
+			{"the demo's image with {} for no probes", "readinessProbe: {}\nlivenessProbe: {}\n", nil, nil, 0},
+			{"the demo's image with another handler, not merged with the demo's", "readinessProbe: {tcpSocket: {port: http}}\n", tcp, httpGet("/healthz"), 0},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				app := container(t, render(t, renderOptions{values: c.values}).deployment(t).Spec.Template.Spec.Containers, "app")
+				for _, p := range []struct {
+					what      string
+					got, want *corev1.Probe
+				}{{"readinessProbe", app.ReadinessProbe, c.readiness}, {"livenessProbe", app.LivenessProbe, c.liveness}} {
+					switch {
+					case p.want == nil && p.got != nil:
+						t.Errorf("%s = %+v, want none", p.what, p.got)
+					case p.want != nil && (p.got == nil || !equality.Semantic.DeepEqual(p.got.ProbeHandler, p.want.ProbeHandler)):
+						t.Errorf("%s = %+v, want the handler %+v", p.what, p.got, p.want.ProbeHandler)
+					}
+				}
+				if c.readinessPeriod != 0 && app.ReadinessProbe != nil && app.ReadinessProbe.PeriodSeconds != c.readinessPeriod {
+					t.Errorf("readinessProbe.periodSeconds = %d, want %d", app.ReadinessProbe.PeriodSeconds, c.readinessPeriod)
+				}
+			})
 		}
 	})
 

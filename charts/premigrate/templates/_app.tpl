@@ -52,7 +52,10 @@ Checks of the app's values that the schema cannot express. Included by the Deplo
 {{- end -}}
 {{- end -}}
 {{- if gt (len $handlers) 1 -}}
-{{- fail (printf "%s has %d handlers (%s), a probe takes one: values merge with the chart's defaults, so set the default's to null beside yours (e.g. %s: {httpGet: null, tcpSocket: {port: http}})" $probe (len $handlers) (join ", " $handlers) $probe) -}}
+{{- fail (printf "%s has %d handlers (%s), a probe takes one: keep one, set the others to null (e.g. %s: {httpGet: null, tcpSocket: {port: http}})" $probe (len $handlers) (join ", " $handlers) $probe) -}}
+{{- end -}}
+{{- if and (get $.Values $probe) (eq (len $handlers) 0) -}}
+{{- fail (printf "%s has no handler (httpGet, tcpSocket, exec or grpc): a probe you set is taken whole, not merged with the chart's default, so give its check too (e.g. %s: {httpGet: {path: /readyz, port: http}, periodSeconds: 5}), or {} for no probe" $probe $probe) -}}
 {{- end -}}
 {{- end -}}
 {{- $a := .Values.autoscaling -}}
@@ -90,7 +93,51 @@ true
 The path the helm test Pod GETs: tests.path, else the readiness probe's httpGet path, else /.
 */}}
 {{- define "premigrate.testPath" -}}
-{{- .Values.tests.path | default (dig "httpGet" "path" "" (.Values.readinessProbe | default dict)) | default "/" -}}
+{{- $get := get (include "premigrate.readinessProbe" . | fromYaml) "httpGet" | default dict -}}
+{{- .Values.tests.path | default $get.path | default "/" -}}
+{{- end }}
+
+{{/*
+The app container's readiness probe (YAML, empty for none): readinessProbe, taken whole ({} for none); when
+null, the demo's GET /readyz for the demo's image, else a TCP connect to port http (any server passes it, no
+path is guessed), both every second and unready after 3 failures of 2 s.
+*/}}
+{{- define "premigrate.readinessProbe" -}}
+{{- $p := .Values.readinessProbe -}}
+{{- if kindIs "invalid" $p -}}
+{{- $check := dict "tcpSocket" (dict "port" "http") -}}
+{{- if include "premigrate.isDemo" . -}}
+{{- $check = dict "httpGet" (dict "path" "/readyz" "port" "http") -}}
+{{- end -}}
+{{- $p = merge $check (dict "periodSeconds" 1 "timeoutSeconds" 2 "successThreshold" 1 "failureThreshold" 3) -}}
+{{- end -}}
+{{- include "premigrate.probeYaml" $p -}}
+{{- end }}
+
+{{/*
+The app container's liveness probe (YAML, empty for none): livenessProbe, taken whole ({} for none); when
+null, the demo's GET /healthz every 10 s for the demo's image, else none: only the app's authors know what
+proves it alive, and a wrong guess restarts healthy pods.
+*/}}
+{{- define "premigrate.livenessProbe" -}}
+{{- $p := .Values.livenessProbe -}}
+{{- if and (kindIs "invalid" $p) (include "premigrate.isDemo" .) -}}
+{{- $p = dict "httpGet" (dict "path" "/healthz" "port" "http") "periodSeconds" 10 "timeoutSeconds" 2 "failureThreshold" 3 -}}
+{{- end -}}
+{{- include "premigrate.probeYaml" $p -}}
+{{- end }}
+
+{{/*
+A probe as YAML without its null fields (a handler set to null beside another), empty for none.
+*/}}
+{{- define "premigrate.probeYaml" -}}
+{{- $out := dict -}}
+{{- range $k, $v := . -}}
+{{- if not (kindIs "invalid" $v) -}}
+{{- $_ := set $out $k $v -}}
+{{- end -}}
+{{- end -}}
+{{- with $out }}{{ toYaml . }}{{ end -}}
 {{- end }}
 
 {{/*

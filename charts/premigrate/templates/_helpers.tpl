@@ -326,7 +326,7 @@ liveness probe does not restart a container that is still waiting. Empty for non
 {{- if .Values.startupProbe -}}
 {{- toYaml .Values.startupProbe -}}
 {{- else if and (include "premigrate.gateNeedsAPI" .) (eq .Values.gate.waitIn "app") -}}
-{{- with .Values.livenessProbe | default .Values.readinessProbe -}}
+{{- with include "premigrate.livenessProbe" . | default (include "premigrate.readinessProbe" .) | fromYaml -}}
 {{- $probe := omit . "initialDelaySeconds" "periodSeconds" "successThreshold" "failureThreshold" -}}
 {{- $_ := set $probe "periodSeconds" 1 -}}
 {{- $_ = set $probe "failureThreshold" (max 600 (add (include "premigrate.migrationDeadline" $ | int) 120)) -}}
