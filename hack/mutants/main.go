@@ -14,7 +14,8 @@
 // the unmutated tree and must pass there.
 //
 // The mutants run in a copy of the working tree under $PREMIGRATE_CACHE/mutants (the same path every run, so
-// Go's build cache serves what a mutant did not change); the repository itself is never edited.
+// Go's build cache serves what a mutant did not change); the repository itself is never edited. One run at a
+// time holds that copy: a second run with the same PREMIGRATE_CACHE stops at once, naming it.
 package main
 
 import (
@@ -31,6 +32,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -121,6 +123,11 @@ func run(args []string, out io.Writer) error {
 		return fmt.Errorf("creating %s: %w", logs, err)
 	}
 	tree := filepath.Join(cache, "mutants", "tree")
+	unlock, err := lockTree(tree)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	start := time.Now()
 	// the commit the copy is taken from: results name it even when HEAD moves during a long cluster run
 	commit := headCommit()
@@ -716,4 +723,22 @@ func headCommit() string {
 		return "unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// lockTree locks the mutants' copy of the tree for this process (released by the returned func, or by the
+// process's exit): two runs sharing one PREMIGRATE_CACHE would copy over and edit each other's tree, and each
+// would judge the other's mutants.
+func lockTree(tree string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(tree), 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(tree), err)
+	}
+	f, err := os.OpenFile(tree+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening the tree's lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("another mutant run is using %s (%w): wait for it, or give this one another PREMIGRATE_CACHE", tree, err)
+	}
+	return func() { _ = f.Close() }, nil
 }

@@ -147,3 +147,20 @@ func TestTheClusterBaselineAcceptsOnlyScenariosWhoseEveryTestPassed(t *testing.T
 		})
 	}
 }
+
+func TestASecondMutantRunOnTheSameTreeStopsNamingIt(t *testing.T) {
+	tree := filepath.Join(t.TempDir(), "mutants", "tree")
+	unlock, err := lockTree(tree)
+	if err != nil {
+		t.Fatalf("the first run could not lock %s: %v", tree, err)
+	}
+	if _, err := lockTree(tree); err == nil || !strings.Contains(err.Error(), "another mutant run is using "+tree) {
+		t.Fatalf("the second run got %v, want a refusal naming %s", err, tree)
+	}
+	unlock()
+	unlock2, err := lockTree(tree)
+	if err != nil {
+		t.Fatalf("after the first run ended, the next could not lock %s: %v", tree, err)
+	}
+	unlock2()
+}
