@@ -184,8 +184,8 @@ func writeMarkdown(root, path string, all []mutant, unit []result) error {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` (%s) | %s | %s | %s |\n", m.ID, m.Breaks, m.Test, m.Package, unitCell, scenarioCell, clusterCell)
 	}
-	fmt.Fprintf(&b, "\n%d mutants; at the cluster level %d ran on the current files and %d of them were caught, %d have no cluster scenario (unit only, with the reason); the others are not run.\n",
-		len(all), ran, nCaught, unitOnly)
+	fmt.Fprintf(&b, "\n%d mutants; at the cluster level %d ran on the current files and %d of them were caught, %d without a cluster scenario (unit only, with the reason), %d not run.\n",
+		len(all), ran, nCaught, unitOnly, len(all)-ran-unitOnly)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
