@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -18,8 +20,9 @@ import (
 // upgrade, so it must show what the upgrade then applies, object for object: the hook Job of the same identity,
 // the embedded database's password kept (not a new one), the records' owner. assertDryRunShowsTheUpgrade takes
 // the preview before the upgrade and compares it with what Helm stored for the real one, hooks included; as its
-// negative control, the client-side preview (`--dry-run=client`, no lookup: a new password, a plain Job) must
-// differ from it, or the comparison could not see a lying render.
+// negative control, the client-side preview (`--dry-run=client`, no lookup: a plain Job, no owner) must differ
+// from it, or the comparison could not see a lying render. Without the database's password that client-side
+// preview refuses (it would generate another password on every render); given it, it renders and differs.
 
 // objectsOf splits rendered YAML into its objects, keyed by kind and name, each as canonical JSON.
 func objectsOf(manifests ...string) (map[string]string, error) {
@@ -90,6 +93,16 @@ func (r *release) previewUpgrade(chart string, values map[string]any, mode strin
 	return objs
 }
 
+// databasePassword is the embedded database's password, from the Secret the release keeps.
+func (r *release) databasePassword() string {
+	r.t.Helper()
+	sec, err := env.client.CoreV1().Secrets(r.ns).Get(context.Background(), r.fullname()+"-postgresql", metav1.GetOptions{})
+	if err != nil {
+		r.t.Fatalf("reading the database's password: %v", err)
+	}
+	return string(sec.Data["password"])
+}
+
 // applied returns the objects Helm stored for the release's current revision, hooks included.
 func (r *release) applied() map[string]string {
 	r.t.Helper()
@@ -130,12 +143,22 @@ func objectDiff(a, b map[string]string) []string {
 }
 
 // upgradeAsPreviewed previews an upgrade on the server and on the client, runs it (helm upgrade --install
-// --wait, how long it took is returned), and checks that the server's preview is what the upgrade applied and
-// that the client's differs (the control).
+// --wait, how long it took is returned), and checks that the server's preview is what the upgrade applied,
+// that the client's refuses without the database's password, and that given it, the client's differs (the
+// control).
 func (r *release) upgradeAsPreviewed(values map[string]any) time.Duration {
 	r.t.Helper()
 	server := r.previewUpgrade(env.chart, values, "server")
-	client := r.previewUpgrade(env.chart, values, "client")
+	// no render rotates the embedded database's password: the client-side render, which cannot read the
+	// Secret back, refuses to generate one
+	_, err := stdoutOf(r.helm, "upgrade", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values),
+		"--dry-run=client", "-o", "json")
+	if err == nil || !strings.Contains(err.Error(), "postgresql.auth.password is required when the chart is rendered without a cluster") {
+		r.t.Errorf("helm upgrade --dry-run=client without a password: %v; want the refusal naming postgresql.auth.password (each client-side render would generate another password)", err)
+	}
+	client := r.previewUpgrade(env.chart, merged(values, map[string]any{
+		"postgresql": map[string]any{"auth": map[string]any{"password": r.databasePassword()}},
+	}), "client")
 	_, took := r.mustDeploy(values)
 	applied := r.applied()
 	if d := objectDiff(server, applied); len(d) > 0 {

@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -190,6 +191,68 @@ func TestTheDatabasePasswordIsKeptFromTheExistingSecret(t *testing.T) {
 	b := mustFind[*corev1.Secret](t, render(t, renderOptions{}), "Secret", name)
 	if string(a.Data["password"]) == string(b.Data["password"]) {
 		t.Error("two renders without an existing Secret generated the same password")
+	}
+}
+
+// A render that cannot read the cluster (helm template, helm lint, --dry-run=client, Argo CD) never generates
+// the embedded database's password: each such render would make another one, which `kubectl apply` or a sync
+// would write while the database keeps the first. It refuses, naming the value and --dry-run=server; a render
+// that reaches a cluster (the namespace's kube-root-ca.crt, or the namespace default on a first install with
+// --create-namespace, which Helm renders before creating the namespace) generates one as before.
+func TestARenderWithoutAClusterNeverGeneratesTheDatabasePassword(t *testing.T) {
+	name := fullname + "-postgresql"
+	defaultNamespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	cases := []struct {
+		name      string
+		o         renderOptions
+		generated bool   // a Secret with a new 24-character password
+		password  string // else, the Secret's password ("" when no Secret is rendered)
+		fails     bool
+	}{
+		{name: "helm template with the defaults refuses", o: renderOptions{noCluster: true}, fails: true},
+		{name: "helm template of an upgrade refuses", o: renderOptions{noCluster: true, upgrade: true}, fails: true},
+		{name: "helm template with a password renders it", o: renderOptions{noCluster: true, values: "postgresql: {auth: {password: given}}"}, password: "given"},
+		{name: "helm template with a Secret of the user's renders none", o: renderOptions{noCluster: true, values: "postgresql: {auth: {existingSecret: db-credentials}}"}},
+		{name: "helm template with an external database renders none", o: renderOptions{noCluster: true, values: "postgresql: {enabled: false}\ndatabase: {existingSecret: db-url, existingSecretKey: url}"}},
+		{name: "helm install generates one", o: renderOptions{}, generated: true},
+		{name: "helm install --create-namespace generates one", o: renderOptions{noCluster: true, existing: []runtime.Object{defaultNamespace}}, generated: true},
+		{name: "helm upgrade keeps the Secret's", o: renderOptions{upgrade: true, existing: []runtime.Object{existingPasswordSecret("kept-password")}}, password: "kept-password"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := renderValues(c.o)
+			if c.fails {
+				if err == nil {
+					t.Fatal("rendered without a cluster and without a password: each render would generate another one")
+				}
+				for _, want := range []string{"postgresql.auth.password", "rendered without a cluster", "--dry-run=server"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("the error does not name %q: %v", want, err)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sec, ok := r.find("Secret", name)
+			switch {
+			case c.generated:
+				if !ok || !regexp.MustCompile(`^[A-Za-z0-9]{24}$`).Match(sec.obj.(*corev1.Secret).Data["password"]) {
+					t.Errorf("no generated password: %v", ok)
+				}
+			case c.password == "":
+				if ok {
+					t.Errorf("a Secret %s is rendered", name)
+				}
+			case !ok:
+				t.Errorf("no Secret %s", name)
+			default:
+				if got := string(sec.obj.(*corev1.Secret).Data["password"]); got != c.password {
+					t.Errorf("password %q, want %q", got, c.password)
+				}
+			}
+		})
 	}
 }
 

@@ -58,7 +58,7 @@ func TestTheChartPassesStrictLint(t *testing.T) {
 // A client-only `helm install --dry-run` through the SDK sorts the objects into hooks and manifest the
 // way the design needs: support objects before the Job, the records ConfigMap on pre-install only.
 func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
-	install := func(values string, upgrade bool) *release.Release {
+	run := func(values string, upgrade bool) (*release.Release, error) {
 		t.Helper()
 		cfg := &action.Configuration{Releases: storage.Init(driver.NewMemory()), Capabilities: chartutil.DefaultCapabilities.Copy()}
 		in := action.NewInstall(cfg)
@@ -77,12 +77,21 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rel, err := in.Run(ch, vals.AsMap())
+		return in.Run(ch, vals.AsMap())
+	}
+	install := func(values string, upgrade bool) *release.Release {
+		t.Helper()
+		rel, err := run(values, upgrade)
 		if err != nil {
 			t.Fatalf("dry-run install: %v", err)
 		}
 		return rel
 	}
+	// a client-only render cannot read the embedded database's password back: it refuses to generate one
+	if _, err := run("", false); err == nil || !strings.Contains(err.Error(), "postgresql.auth.password is required when the chart is rendered without a cluster") {
+		t.Errorf("a client-only dry run with the embedded database and no password: %v, want the refusal naming postgresql.auth.password", err)
+	}
+	const embedded = "postgresql: {auth: {password: rendered-client-side}}"
 	hooks := func(rel *release.Release) map[string]string {
 		out := map[string]string{}
 		for _, h := range rel.Hooks {
@@ -99,7 +108,7 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 	// An install, with an external database or the embedded one: every migration object is a release
 	// object (a pre-install hook would run before the records ConfigMap, the RBAC and the database exist);
 	// the only hook is helm test's Pod.
-	for _, values := range []string{externalDB, ""} {
+	for _, values := range []string{externalDB, embedded} {
 		rel := install(values, false)
 		if got := hooks(rel); len(got) != 1 || got["Pod/"+fullname+"-test"] != "test" {
 			t.Errorf("values %q: install hooks %v, want helm test's Pod only", values, got)
@@ -116,7 +125,7 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 	// An upgrade rendered without a cluster (client-only dry run, helm template) finds no records ConfigMap:
 	// a plain Job, as for migrations enabled on an installed release. The hook is checked with a cluster's
 	// answer to lookup in migration_test.go.
-	if got := hooks(install("", true)); len(got) != 1 {
+	if got := hooks(install(embedded, true)); len(got) != 1 {
 		t.Errorf("client-only upgrade hooks %v, want helm test's Pod only", got)
 	}
 

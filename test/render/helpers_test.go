@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -58,6 +59,10 @@ type renderOptions struct {
 	existing []runtime.Object
 	// noRecords renders an upgrade that finds no records ConfigMap (migrations enabled later, deleted by hand).
 	noRecords bool
+	// noCluster renders the way helm template, helm lint, --dry-run=client and Argo CD do: every lookup
+	// finds nothing but the existing objects (else the namespace's kube-root-ca.crt is found, as on every
+	// cluster).
+	noCluster bool
 	// kubeVersion overrides the cluster version (.Capabilities.KubeVersion), e.g. "v1.33.0".
 	kubeVersion string
 	// chart is the chart's folder; empty means charts/premigrate. The library comes from its sources.
@@ -177,9 +182,12 @@ func renderValues(o renderOptions) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	existing := o.existing
+	existing := slices.Clone(o.existing)
 	if o.upgrade && !o.noRecords {
 		existing = append(existing, ownedRecords(name, o.records))
+	}
+	if !o.noCluster {
+		existing = append(existing, kubeRootCA())
 	}
 	cluster := fakeCluster{client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, existing...)}
 	files, err := engine.RenderWithClientProvider(ch, top, cluster)
@@ -187,6 +195,12 @@ func renderValues(o renderOptions) (*result, error) {
 		return nil, err
 	}
 	return decode(files)
+}
+
+// kubeRootCA is the ConfigMap every namespace of a cluster has, by which the chart tells a render that reaches
+// a cluster from one that does not.
+func kubeRootCA() *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: namespace}}
 }
 
 // recordsUID is the UID of the records ConfigMap an upgrade finds.

@@ -68,7 +68,7 @@ func renderUpgrade(t *testing.T, ch *chart.Chart, values, records string) *resul
 		Name: releaseName, Namespace: namespace, Revision: 2, IsUpgrade: true,
 	}, caps)
 	require.NoError(t, err)
-	cluster := fakeCluster{client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, ownedRecords(releaseName, records))}
+	cluster := fakeCluster{client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, ownedRecords(releaseName, records), kubeRootCA())}
 	files, err := engine.RenderWithClientProvider(ch, top, cluster)
 	require.NoError(t, err)
 	r, err := decode(files)
