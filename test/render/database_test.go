@@ -194,7 +194,7 @@ func TestTheDatabasePasswordIsKeptFromTheExistingSecret(t *testing.T) {
 	}
 }
 
-// A render that cannot read the cluster (helm template, helm lint, --dry-run=client, Argo CD) never generates
+// A render that cannot read the cluster (helm template, --dry-run=client, Argo CD) never generates
 // the embedded database's password: each such render would make another one, which `kubectl apply` or a sync
 // would write while the database keeps the first. It refuses, naming the value and --dry-run=server; a render
 // that reaches a cluster (the namespace's kube-root-ca.crt, or the namespace default on a first install with

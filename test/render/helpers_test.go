@@ -59,7 +59,7 @@ type renderOptions struct {
 	existing []runtime.Object
 	// noRecords renders an upgrade that finds no records ConfigMap (migrations enabled later, deleted by hand).
 	noRecords bool
-	// noCluster renders the way helm template, helm lint, --dry-run=client and Argo CD do: every lookup
+	// noCluster renders the way helm template, --dry-run=client and Argo CD do: every lookup
 	// finds nothing but the existing objects (else the namespace's kube-root-ca.crt is found, as on every
 	// cluster).
 	noCluster bool
