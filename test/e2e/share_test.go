@@ -19,13 +19,14 @@ import (
 // The machine is CPU-bound, not latency-bound: one scenario of the demo chart alone keeps the two cores 68%
 // busy (TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss, 2026-12-02: 74 CPU-s in 55 s), and
 // four at once held them at 99% (CPU pressure 95%), made each two to three times slower, got the throughput up
-// by a third at most and failed a rollback's load (24 of 4611 requests). So two at once, the most that passed
-// in every earlier run (Helm 3 and Helm 4 side by side, Argo CD beside Flux), and a scenario that counts failed
-// requests of a load takes the whole cluster: beside other scenarios the two cores starved the load (7430 of
-// 28681 requests failed on 2026-12-01, 5391 of 22726 in CI), which says nothing about the schema.
+// by a third at most and failed a rollback's load (24 of 4611 requests). Three at once passed every run since
+// 2026-12-03 (20m20s and 20m4s for the suite, against 27m43s with two; no request of a load failed), so three
+// (make test-e2e's E2E_CAPACITY), and a scenario that counts failed requests of a load takes the whole
+// cluster: beside other scenarios the two cores starved the load (7430 of 28681 requests failed on
+// 2026-12-01, 5391 of 22726 in CI), which says nothing about the schema.
 const (
 	weightOne       = 1
-	defaultCapacity = 2
+	defaultCapacity = 3
 )
 
 // weightAll is the whole cluster.
