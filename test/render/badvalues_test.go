@@ -81,6 +81,8 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"a maxSurge that is no percentage", "strategy: {rollingUpdate: {maxSurge: half}}", "strategy.rollingUpdate.maxSurge"},
 		{"maxSurge and maxUnavailable both 0", "strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 0}}", "strategy.rollingUpdate.maxSurge"},
 		{"job mode with a generated password", "migration: {mode: job}", "postgresql.auth.password"},
+		{"a pre-install hook on the embedded database", "migration: {preInstallHook: true}", "migration.preInstallHook"},
+		{"preInstallHook given as a string", `migration: {preInstallHook: "yes"}`, "migration.preInstallHook"},
 		{"the gate on the namespace's default ServiceAccount", "serviceAccount: {create: false}", "gate.mode"},
 		{"a progress deadline below the migration's", "progressDeadlineSeconds: 300", "progressDeadlineSeconds"},
 		{"enabled given as a string", `enabled: "false"`, "enabled"},

@@ -105,10 +105,17 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 		return out
 	}
 
-	// An install, with an external database or the embedded one: every migration object is a release
-	// object (a pre-install hook would run before the records ConfigMap, the RBAC and the database exist);
-	// the only hook is helm test's Pod.
-	for _, values := range []string{externalDB, embedded} {
+	// An install with an external database: the migration, its ServiceAccount, Role and RoleBinding are
+	// pre-install,pre-upgrade hooks (the database exists before the release); the records ConfigMap is a
+	// release object.
+	if got, hook := hooks(install(externalDB, false)), "pre-install,pre-upgrade"; len(got) != 5 || got["Job/"+fullname+"-migrate"] != hook ||
+		got["ServiceAccount/"+fullname+"-migrate"] != hook || got["Role/"+fullname+"-migrate"] != hook || got["RoleBinding/"+fullname+"-migrate"] != hook {
+		t.Errorf("install hooks on an external database %v, want the migration and its RBAC as %s hooks, and helm test's Pod", got, hook)
+	}
+	// An install on the embedded database, or an external one with preInstallHook false: every migration
+	// object is a release object (a pre-install hook would run before the database exists); the only hook is
+	// helm test's Pod.
+	for _, values := range []string{externalDB + "migration: {preInstallHook: false}", embedded} {
 		rel := install(values, false)
 		if got := hooks(rel); len(got) != 1 || got["Pod/"+fullname+"-test"] != "test" {
 			t.Errorf("values %q: install hooks %v, want helm test's Pod only", values, got)

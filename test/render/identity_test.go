@@ -122,8 +122,12 @@ func TestHookAnnotationsAreTheSameOnInstallAndUpgradeForTheSameJobName(t *testin
 			t.Errorf("%s: the Job has different names on install and upgrade", mode)
 		}
 	}
-	// Hook mode: the install's plain Job and the upgrade's hook Job have different names.
-	for _, values := range []string{"", externalDB} {
+	// Hook mode: the install's plain Job and the upgrade's hook Job have different names (with an external
+	// database both are the same pre-install,pre-upgrade hook, compared above).
+	if !compared["hook external db"] {
+		t.Error("hook external db: the install's and the upgrade's hook Jobs have different names")
+	}
+	for _, values := range []string{"", externalDB + "migration: {preInstallHook: false}"} {
 		install := render(t, renderOptions{values: values}).job(t)
 		upgrade := render(t, renderOptions{values: values, upgrade: true}).job(t)
 		if install.Name == upgrade.Name {

@@ -73,6 +73,16 @@ func TestTheExampleChartsUpgradesRunThePreUpgradeHookAndANewSchemaIsANewIdentity
 	assert.Equal(t, int32(300), *next.Spec.TTLSecondsAfterFinished, "the example's TTL is on its hook Jobs")
 }
 
+// The library's preInstallHook is off by default (a chart's database may be created by the release) and, set,
+// makes the install's migration the pre-install,pre-upgrade hook.
+func TestTheLibrarysPreInstallHookIsOptIn(t *testing.T) {
+	assert.Equal(t, "", renderLedger(t, "", false).job(t).Annotations["helm.sh/hook"], "by default an install runs a plain Job")
+	job := renderLedger(t, "migrations: {preInstallHook: true}\n", false).job(t)
+	assert.Equal(t, "demo-ledger-migrate", job.Name)
+	assert.Equal(t, "pre-install,pre-upgrade", job.Annotations["helm.sh/hook"])
+	assert.Equal(t, "pre-install,pre-upgrade", renderLedger(t, "migrations: {preInstallHook: true}\n", true).job(t).Annotations["helm.sh/hook"])
+}
+
 // TestTheMigrationPodIsConfigurableAndEachSettingIsPartOfTheIdentity sets each migration-pod value of the
 // premigrate chart (which maps them onto the library's pod values) and reads it back from the Job.
 func TestTheMigrationPodIsConfigurableAndEachSettingIsPartOfTheIdentity(t *testing.T) {
@@ -167,6 +177,7 @@ func TestTheLibraryChecksItsOwnValues(t *testing.T) {
 		{"migrations: {database: {object: secret/db}}\n", `database.object "secret/db" must be pod/NAME or persistentvolumeclaim/NAME`},
 		{"migrations: {database: {urlSecretName: db}}\n", `database.urlSecretName ("db") and database.urlSecretKey ("") go together`},
 		{"migrations: {hookWeight: -10}\n", "hookWeight -10 must be above -10"},
+		{"migrations: {preInstallHook: \"yes\"}\n", "preInstallHook must be true or false, not string yes"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

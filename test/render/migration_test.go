@@ -20,14 +20,14 @@ database: {existingSecret: prod-db, existingSecretKey: url}
 
 // Behaviour 2: the migration Job as design.md describes it.
 func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
-	t.Run("hook mode upgrades run a pre-upgrade hook named <fullname>-migrate", func(t *testing.T) {
-		for _, values := range []string{externalDB, ""} {
+	t.Run("hook mode upgrades run a pre-upgrade hook named <fullname>-migrate (with an external database, pre-install too)", func(t *testing.T) {
+		for values, events := range map[string]string{externalDB: "pre-install,pre-upgrade", "": "pre-upgrade"} {
 			job := render(t, renderOptions{values: values, upgrade: true}).job(t)
 			if job.Name != fullname+"-migrate" {
 				t.Errorf("values %q: name %q", values, job.Name)
 			}
 			want := map[string]string{
-				"helm.sh/hook":                   "pre-upgrade",
+				"helm.sh/hook":                   events,
 				"helm.sh/hook-weight":            "0",
 				"helm.sh/hook-delete-policy":     "before-hook-creation",
 				"helm.sh/hook-output-log-policy": "hook-failed",
@@ -44,8 +44,8 @@ func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
 		}
 	})
 
-	t.Run("hook mode installs, and upgrades that find no records ConfigMap, run a plain Job named by the identity", func(t *testing.T) {
-		for _, o := range []renderOptions{{values: externalDB}, {upgrade: true, noRecords: true}, {values: externalDB, upgrade: true, noRecords: true}} {
+	t.Run("hook mode installs, and upgrades that find no records ConfigMap, on the embedded database run a plain Job named by the identity", func(t *testing.T) {
+		for _, o := range []renderOptions{{}, {upgrade: true, noRecords: true}, {values: externalDB + "migration: {preInstallHook: false}"}} {
 			r := render(t, o)
 			if job := r.job(t); job.Name != fullname+"-migrate-"+identityOf(t, r) || len(hookAnnotations(job.Annotations)) != 0 {
 				t.Errorf("%+v: Job %s with hook annotations %v, want a plain Job named by the identity", o, job.Name, hookAnnotations(job.Annotations))
@@ -307,8 +307,8 @@ migration:
 		}{
 			{"embedded database, install (a plain Job)", "", false, false},
 			{"embedded database, upgrade", "", true, true},
-			{"external database, install", externalDB, false, false},
-			{"external database, upgrade", externalDB, true, true},
+			{"external database without the pre-install hook, install (a plain Job)", externalDB + "migration: {preInstallHook: false}", false, false},
+			{"external database without the pre-install hook, upgrade", externalDB + "migration: {preInstallHook: false}", true, true},
 			{"job mode", "migration: {mode: job}\npostgresql: {auth: {password: pw}}", true, false},
 		} {
 			r := render(t, renderOptions{values: tc.values, upgrade: tc.upgrade})

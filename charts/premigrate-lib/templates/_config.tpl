@@ -75,6 +75,11 @@ record means"): gate run --check */ -}}
 {{- $_ = set $c "failFastExitCodes" (ternary (list 3) $v.failFastExitCodes (kindIs "invalid" $v.failFastExitCodes)) -}}
 {{- $_ = set $c "keepRecords" (ternary 20 $v.keepRecords (kindIs "invalid" $v.keepRecords)) -}}
 {{- $_ = set $c "waitForPostgres" ($v.waitForPostgres | default "") -}}
+{{- /* hook mode: the install's migration is a pre-install hook too (the database exists before the release) */ -}}
+{{- if not (or (kindIs "invalid" $v.preInstallHook) (kindIs "bool" $v.preInstallHook)) -}}
+{{- fail (printf "premigrate-lib: preInstallHook must be true or false, not %s %v" (kindOf $v.preInstallHook) $v.preInstallHook) -}}
+{{- end -}}
+{{- $_ = set $c "preInstallHook" (and (eq $c.mode "hook") ($v.preInstallHook | default false)) -}}
 {{- /* the database the records are bound to: the object that holds its data (its UID) and the Secret key of its
 URL (a hash of it). Not part of the identity: binding the records changes what they mean, not the migration. */ -}}
 {{- $db := $v.database | default dict -}}
@@ -120,12 +125,15 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- /* derived */ -}}
 {{- $_ = set $c "identity" (include "premigrate-lib.computeIdentity" $c) -}}
 {{- $_ = set $c "recordsState" (include "premigrate-lib.recordsState" $c) -}}
+{{- /* hook mode: a pre-upgrade hook, or, on an install or an upgrade that finds no records ConfigMap, a plain
+Job that the gate holds the pods for (the embedded database does not exist before the release), unless
+preInstallHook: then always the hook, pre-install and pre-upgrade (docs/design.md, "The migration Job") */ -}}
 {{- $kind := "hook" -}}
 {{- if eq $c.mode "job" -}}
 {{- $kind = "plain" -}}
 {{- else if eq $c.mode "argocd" -}}
 {{- $kind = "argocd" -}}
-{{- else if or $root.Release.IsInstall (eq $c.recordsState "missing") -}}
+{{- else if and (or $root.Release.IsInstall (eq $c.recordsState "missing")) (not $c.preInstallHook) -}}
 {{- $kind = "plain" -}}
 {{- end -}}
 {{- $_ = set $c "jobKind" $kind -}}
@@ -133,6 +141,10 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- if eq $kind "hook" -}}
 {{- $_ = set $c "recordsUID" (dig "metadata" "uid" "" (lookup "v1" "ConfigMap" $root.Release.Namespace $c.recordsName)) -}}
 {{- end -}}
+{{- /* `gate run --create-records` creates the release's ConfigMap when it is missing, for Helm to adopt; a hook
+that finds none (a pre-install hook, helm template) must not: Helm's install creates the release's objects
+after its hooks and fails on one that already exists. The store keeps the records either way. */ -}}
+{{- $_ = set $c "createRecords" (not (and (eq $kind "hook") (eq $c.recordsState "missing"))) -}}
 {{- $_ = set $c "jobName" (ternary (printf "%s-%s" $c.migrateName $c.identity) $c.migrateName (eq $kind "plain")) -}}
 {{- /* the migration's Role and RoleBinding beside a plain Job carry its name: they live as long as that Job
 (Helm and Argo CD delete them together; `kubectl apply` keeps both), so a Job still running, or retried, after
@@ -277,7 +289,7 @@ helm uninstall takes them with it. Else release objects; argocd: wave -1.
 */}}
 {{- define "premigrate-lib.supportAnnotations" -}}
 {{- if eq .jobKind "hook" -}}
-helm.sh/hook: pre-upgrade
+helm.sh/hook: {{ include "premigrate-lib.hookEvents" . }}
 helm.sh/hook-weight: "-10"
 helm.sh/hook-delete-policy: before-hook-creation
 meta.helm.sh/release-name: {{ .root.Release.Name }}
@@ -285,6 +297,14 @@ meta.helm.sh/release-namespace: {{ .root.Release.Namespace }}
 {{- else -}}
 {{- include "premigrate-lib.syncWaveOf" (dict "c" . "wave" "-1") -}}
 {{- end -}}
+{{- end }}
+
+{{/*
+The Helm hook events of the migration Job and the objects beside it: pre-upgrade, and pre-install with
+preInstallHook. Argument: the resolved configuration.
+*/}}
+{{- define "premigrate-lib.hookEvents" -}}
+{{- ternary "pre-install,pre-upgrade" "pre-upgrade" .preInstallHook -}}
 {{- end }}
 
 {{/*

@@ -132,8 +132,10 @@ spec:
             - $(JOB_NAME)
             - --keep
             - {{ $c.keepRecords | toString | quote }}
+            {{- if $c.createRecords }}
             - --create-records
             - {{ include "premigrate-lib.recordsMetadata" $c | quote }}
+            {{- end }}
             {{- /* a plain Job starts with the release, the database perhaps not yet up: it waits for
             PostgreSQL. The pre-upgrade hook does not: the database is running, and when it is down the
             migration must fail the upgrade at once, not hang until Helm's timeout. */}}
@@ -227,7 +229,7 @@ Annotations of the migration Job. Argument: the resolved configuration.
 */}}
 {{- define "premigrate-lib.jobAnnotations" -}}
 {{- if eq .jobKind "hook" -}}
-helm.sh/hook: pre-upgrade
+helm.sh/hook: {{ include "premigrate-lib.hookEvents" . }}
 helm.sh/hook-weight: {{ .hookWeight | toString | quote }}
 helm.sh/hook-delete-policy: {{ .hookDeletePolicy }}
 {{- if .hookOutputLogs }}

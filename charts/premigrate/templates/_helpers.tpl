@@ -234,6 +234,7 @@ the data without persistence), or the external database's URL */ -}}
   "keepRecords" $m.keepRecords
   "check" $m.check
   "waitForPostgres" (ternary (printf "%s:5432" (include "premigrate.postgresqlName" $root)) "" $V.postgresql.enabled)
+  "preInstallHook" (ternary (not $V.postgresql.enabled) $m.preInstallHook (kindIs "invalid" $m.preInstallHook))
   "pod" $pod
   "serviceAccount" (dict "annotations" (dig "serviceAccount" "annotations" dict $m))
   "gate" $gate -}}
@@ -363,6 +364,9 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- end -}}
 {{- if and .Values.database.existingSecret (not .Values.database.existingSecretKey) -}}
 {{- fail "database.existingSecretKey is required when database.existingSecret is set" -}}
+{{- end -}}
+{{- if and .Values.postgresql.enabled (eq (toString .Values.migration.preInstallHook) "true") -}}
+{{- fail "migration.preInstallHook: true needs a database that exists before the release (an external one: postgresql.enabled false, database.existingSecret): the embedded PostgreSQL is created by the release, after Helm's pre-install hooks ran (set it to null or false)" -}}
 {{- end -}}
 {{- if and (eq .Values.migration.mode "job") .Values.postgresql.enabled (not .Values.postgresql.auth.password) (not .Values.postgresql.auth.existingSecret) -}}
 {{- fail "postgresql.auth.password is required with migration.mode=job and the embedded database: job mode is made for helm template and kubectl apply, which render without lookup, so a generated password would change on every render while the database keeps the first one (or keep the password in a Secret of your own: postgresql.auth.existingSecret)" -}}
