@@ -44,7 +44,7 @@ cluster: chart-deps images ## create or reuse the kind cluster and load our imag
 .PHONY: test-gitops
 test-gitops: tools chart-deps images gitops-images ## only the Flux and Argo CD scenarios (part of make test-e2e)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/ -count=1 -timeout 60m -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
+	  go test ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
 
 .PHONY: gitops-images
 gitops-images: tools ## build Flux's and Argo CD's images from source, cached by version (cold about 12 min, warm 1 s)
@@ -89,14 +89,15 @@ test-fast: lint test-unit test-render test-mutants-unit ## everything that needs
 # cores (most of a scenario's time is waiting on the cluster), where one kept them 68% busy, two took the suite
 # to 27m43s and three to 20m20s and 20m4s with every scenario passed and no request of a load failed; four held
 # them at 99% and failed a load. A scenario that counts a load's failed requests takes the whole cluster. go
-# test's -parallel is set above the number of scenarios: the scheduler is the limit.
+# test's -parallel is set to more than twice the number of scenarios (test/e2e checks it): the scheduler is the
+# limit; fewer slots than waiting scenarios hang the run (67 scenarios at -parallel 64 did).
 E2E_CAPACITY ?= 3
 export E2E_CAPACITY
 
 .PHONY: test-e2e
 test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/ -count=1 -timeout 80m -parallel 64 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+	  go test ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
 .PHONY: test
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
@@ -121,7 +122,7 @@ demo: ## a kind cluster, the chart installed with its embedded database, upgrade
 .PHONY: bench
 bench: tools chart-deps images ## measure gate latency, upgrade overhead and sizes; writes a dated report
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/ -count=1 -timeout 60m -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
+	  go test ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
 
 .PHONY: docs
 docs: tools ## regenerate the chart README's values table with helm-docs

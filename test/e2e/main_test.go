@@ -3,11 +3,13 @@
 package e2e
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sigs.k8s.io/yaml"
+	"strconv"
 	"testing"
 	"time"
 
@@ -68,6 +70,10 @@ func run(m *testing.M) int {
 	if err := verdict.CheckTests(".", helperTests); err != nil {
 		return stopped(fmt.Sprintf("checking the tests: %v", err))
 	}
+	flag.Parse() // TestMain reads go test's flags before m.Run parses them
+	if err := checkParallel(); err != nil {
+		return stopped(err.Error())
+	}
 	if err := setup(); err != nil {
 		return stopped(fmt.Sprintf("setup failed: %v", err))
 	}
@@ -93,6 +99,28 @@ func run(m *testing.M) int {
 	}
 	fmt.Println(line)
 	return code
+}
+
+// checkParallel refuses a go test -parallel below twice the number of scenarios, before any cluster is made.
+// Each scenario holds one of go test's parallel slots while it waits in the scheduler's queue (share_test.go),
+// and a test that holds cluster weight may wait for slots for its own subtests (the upgrades under load hold the
+// whole cluster until their two subtests end): with fewer slots than waiting scenarios nothing ever runs again.
+// A full run hung that way, idle, when the scenarios grew to 67 at -parallel 64.
+func checkParallel() error {
+	f := flag.Lookup("test.parallel")
+	if f == nil {
+		return nil
+	}
+	n, err := strconv.Atoi(f.Value.String())
+	if err != nil {
+		return fmt.Errorf("reading go test's -parallel %q: %w", f.Value.String(), err)
+	}
+	if need := 2 * len(expectedScenarios); n < need {
+		return fmt.Errorf("go test -parallel %d is below %d, twice the %d scenarios: scenarios waiting for the cluster would hold every "+
+			"slot while a test holding the cluster waits for one for its subtests, and the run would hang; raise -parallel (Makefile, hack/mutants)",
+			n, need, len(expectedScenarios))
+	}
+	return nil
 }
 
 // stopped ends a run that stopped before its tests: it says why and writes a report with the verdict fail.
