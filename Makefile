@@ -11,7 +11,7 @@ CHART := charts/premigrate
 DEPENDENT_CHARTS := $(CHART) examples/ledger/chart
 KIND_CLUSTER_NAME ?= premigrate
 export KIND_CLUSTER_NAME
-GO_PKGS_UNIT := ./cmd/... ./internal/... ./hack/... ./examples/... ./test/e2e/verdict/... ./test/e2e/schedule/...
+GO_PKGS_UNIT := ./cmd/... ./internal/... ./examples/... ./hack/... ./test/kindcluster/... ./test/cmd/... ./test/e2e/...
 
 .PHONY: help
 help: ## list the targets
@@ -39,12 +39,12 @@ node-image: ## build (or find) the kind node image, offline
 
 .PHONY: cluster
 cluster: chart-deps images ## create or reuse the kind cluster and load our images (idempotent)
-	@node_image=$$(hack/kind/node-image.sh) && go run ./hack/cluster up --node-image "$$node_image"
+	@node_image=$$(hack/kind/node-image.sh) && go run ./test/cmd/cluster up --node-image "$$node_image"
 
 .PHONY: test-gitops
 test-gitops: tools chart-deps images gitops-images ## only the Flux and Argo CD scenarios (part of make test-e2e)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
 
 .PHONY: gitops-images
 gitops-images: tools ## build Flux's and Argo CD's images from source, cached by version (cold about 12 min, warm 1 s)
@@ -60,7 +60,7 @@ gitops-smoke: gitops ## install the chart once through Flux and once through Arg
 
 .PHONY: cluster-down
 cluster-down: ## delete the kind cluster
-	@go run ./hack/cluster down
+	@go run ./test/cmd/cluster down
 
 .PHONY: fmt-check
 fmt-check:
@@ -97,7 +97,7 @@ export E2E_CAPACITY
 .PHONY: test-e2e
 test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
 .PHONY: test
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
@@ -116,13 +116,13 @@ demo: ## a kind cluster, the chart installed with its embedded database, upgrade
 	@PREMIGRATE_TOOLS="helm kubectl" hack/tools.sh
 	$(chart_deps)
 	@IMAGE_SET=demo hack/images.sh
-	@node_image=$$(hack/kind/node-image.sh) && go run ./hack/cluster up --node-image "$$node_image"
+	@node_image=$$(hack/kind/node-image.sh) && go run ./test/cmd/cluster up --node-image "$$node_image"
 	@hack/demo.sh
 
 .PHONY: bench
 bench: tools chart-deps images ## measure gate latency, upgrade overhead and sizes; writes a dated report
 	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
 
 .PHONY: docs
 docs: tools ## regenerate the chart README's values table with helm-docs

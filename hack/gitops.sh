@@ -58,12 +58,12 @@ go_bin() {
   local out=$GBIN/$name-$version
   [ -x "$out" ] && return 0
     # shellcheck disable=SC2016 # the inner script's variables are its own
-  step "gitops-go-build-$name-$version" env -C "$dir" ${toolchain:+GOTOOLCHAIN=$toolchain} CGO_ENABLED=0 \
+  step "gitops-go-build-$name-$version" env -C "$dir" GOWORK=off ${toolchain:+GOTOOLCHAIN=$toolchain} CGO_ENABLED=0 \
     bash -c 'go build -trimpath -ldflags "-s -w $3" -o "$1.tmp" "$2" && mv "$1.tmp" "$1"' _ "$out" "$pkg" "$ldflags"
 }
 
 mod_dir() { # mod_dir MODULE_DIR MODULE [GOTOOLCHAIN]: where the go command keeps that module's source
-  env -C "$1" ${3:+GOTOOLCHAIN=$3} go list -m -f '{{.Dir}}' "$2"
+  env -C "$1" GOWORK=off ${3:+GOTOOLCHAIN=$3} go list -m -f '{{.Dir}}' "$2"
 }
 
 MKIMG=$W/mkimg
@@ -238,7 +238,7 @@ build_images() {
 # ---------------------------------------------------------------------------------------------------- up
 
 # load_image NAME ARCHIVE: loads it into every node of the cluster unless that node has it; the marker is the
-# one internal/kindcluster's LoadImageArchives keeps (by the archive's name in $HARNESS_IMAGES), so neither
+# one test/kindcluster's LoadImageArchives keeps (by the archive's name in $HARNESS_IMAGES), so neither
 # loads an archive twice. Returns 0 when it loaded something, 1 when every node had it.
 load_image() {
   local name=gitops-$1.tar archive=$2 sum node loaded=1

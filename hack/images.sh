@@ -22,11 +22,13 @@ PATH_ENV=PATH=/usr/local/bin:/usr/bin:/bin
 
 cd "$REPO_ROOT"
 go build -trimpath -o "$W/mkimg" ./hack/mkimg
+# what ships is built from the root module alone (GOWORK=off), as hack/release builds it: go.work's other
+# modules (the proof, the workshop) must not choose a version of anything in these binaries
 for c in gate demo postgres-init; do
-  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$APP_VERSION" -o "$W/$c" "./cmd/$c"
+  GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$APP_VERSION" -o "$W/$c" "./cmd/$c"
 done
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/bench-poller" ./hack/bench-poller
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/ledger" ./examples/ledger/app
+GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/ledger" ./examples/ledger/app
 
 # a distroless-like base: passwd/group with nonroot (65532) and postgres (999), a sticky /tmp
 B=$W/base; mkdir -p "$B/etc" "$B/tmp"; chmod 1777 "$B/tmp"

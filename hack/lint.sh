@@ -20,8 +20,27 @@ check() {
     say "lint $name: FAILED (log: $log)"; sed 's/^/    /' "$log" | tail -n 40; fail=1; fi
 }
 
-check go-vet go vet ./...
-check golangci-lint golangci-lint run ./...
+# the three modules of go.work: the product (.), the workshop (hack) and the proof (test; its cluster tests
+# build only with the e2e tag)
+GO_MODULES=(./... ./hack/... ./test/...)
+check go-vet go vet -tags e2e "${GO_MODULES[@]}"
+check golangci-lint golangci-lint run "${GO_MODULES[@]}"
+# the product module needs only what it ships: no helm, kind, terratest or image builder may creep back in
+product_deps() {
+  local bad
+  bad=$(GOWORK=off go list -m all | grep -E '^(helm\.sh/|sigs\.k8s\.io/kind |github\.com/gruntwork-io/|github\.com/google/go-containerregistry )' || true)
+  [ -z "$bad" ] || { echo "the root module (what ships) requires test or workshop modules:"; echo "$bad"; return 1; }
+  echo "the root module requires $(( $(GOWORK=off go list -m all | wc -l) - 1 )) modules, none of the proof's or the workshop's"
+}
+check product-deps product_deps
+# no binaries in git: every tracked file is text, except images and archives under a testdata folder
+no_binaries() {
+  local bad
+  bad=$(git ls-files --eol | awk '$1 == "i/-text" {print $NF}' | grep -v '/testdata/' || true)
+  [ -z "$bad" ] || { echo "binary files are tracked (build into ./bin, or keep fixtures under testdata/):"; echo "$bad"; return 1; }
+  echo "$(git ls-files | wc -l) tracked files, none binary outside testdata/"
+}
+check no-binaries no_binaries
 EXAMPLE=examples/ledger/chart
 for h in helm helm4; do check "$h-lint" "$h" lint --strict "$CHART" charts/premigrate-lib "$EXAMPLE"; done
 for f in "$CHART"/ci/*-values.yaml "$FEATURES"; do check "helm-lint-$(basename "$f" .yaml)" helm lint --strict "$CHART" -f "$f"; done

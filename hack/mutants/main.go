@@ -514,7 +514,7 @@ func (r *runner) e2e(name, cache, runRE string) (*testReport, error) {
 	// the limit. A lower -parallel deadlocks once the scenarios holding its slots wait for the scheduler while the
 	// one holding the scheduler's capacity waits for a slot (a baseline of 17 scenarios hung at -parallel 4, a
 	// full run of 67 at -parallel 64); test/e2e refuses less than twice its number of scenarios.
-	cmd := exec.Command("go", "test", "-count=1", "-json", "-timeout", "40m", "-parallel", "256", "-run", runRE, "./test/e2e/")
+	cmd := exec.Command("go", "test", "-tags", "e2e", "-count=1", "-json", "-timeout", "40m", "-parallel", "256", "-run", runRE, "./test/e2e/")
 	cmd.Dir = r.tree
 	// PREMIGRATE_HISTORY: the copy has no .git, and the upgrade from the previous release takes its chart from history
 	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache, "KEEP_CLUSTER=1", "KIND_NODE_IMAGE="+strings.TrimSpace(node),

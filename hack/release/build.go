@@ -177,7 +177,9 @@ func goBuild(ctx context.Context, repo, arch, version, dir string, pkgs ...strin
 	args := []string{"build", "-trimpath", "-ldflags", "-s -w -X main.version=" + version, "-o", dir + string(filepath.Separator)}
 	cmd := exec.CommandContext(ctx, "go", append(args, pkgs...)...)
 	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	// GOWORK=off: the product is built from the root module alone, never with the versions go.work's test and
+	// workshop modules would choose
+	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go build for linux/%s: %w\n%s", arch, err, out)

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 // The benchmarks of `make bench` (selected with -run TestBenchmark; `make test-e2e` leaves them out with

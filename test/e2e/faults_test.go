@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -17,10 +19,14 @@ type deployResult struct {
 	err error
 }
 
-// deployAsync runs deploy in the background, so a fault can be injected while Helm waits.
+// deployAsync runs deploy in the background, so a fault can be injected while Helm waits. What can fail the test
+// (writing the values file) runs here, on the test's goroutine: a t.Fatal on another goroutine would end only that
+// goroutine, done would never be sent and the scenario would hang until go test's -timeout.
 func (r *release) deployAsync(values map[string]any) <-chan deployResult {
+	r.t.Helper()
+	args := r.deployArgs(values)
 	done := make(chan deployResult, 1)
-	go func() { out, d, err := r.deploy(values); done <- deployResult{out, d, err} }()
+	go func() { out, d, err := r.runDeploy(args); done <- deployResult{out, d, err} }()
 	return done
 }
 

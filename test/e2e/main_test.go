@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e holds the cluster tests: they run against one real kind cluster per `go test` run, a namespace
 // per scenario, with the real Helm 3 and Helm 4 CLIs, kubectl and premigrate's own images.
 package e2e
@@ -8,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sigs.k8s.io/yaml"
 	"strconv"
 	"testing"
 	"time"
@@ -17,9 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
 
-	"github.com/premigrate/premigrate/internal/kindcluster"
 	"github.com/premigrate/premigrate/test/e2e/verdict"
+	"github.com/premigrate/premigrate/test/kindcluster"
 )
 
 // env is what every scenario shares: the cluster, a client and the tools.

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -77,8 +79,20 @@ func (r *release) valuesFile(values map[string]any) string {
 // deploy runs `helm upgrade --install --wait` and returns its output, how long it took and its error.
 func (r *release) deploy(values map[string]any, extra ...string) (string, time.Duration, error) {
 	r.t.Helper()
-	args := append([]string{"upgrade", "--install", r.name, env.chart, "-n", r.ns, "--wait", "--timeout", "4m",
+	return r.runDeploy(r.deployArgs(values, extra...))
+}
+
+// deployArgs writes the values file (it fails the test on error: call it on the test's goroutine) and returns
+// the arguments of `helm upgrade --install --wait`.
+func (r *release) deployArgs(values map[string]any, extra ...string) []string {
+	r.t.Helper()
+	return append([]string{"upgrade", "--install", r.name, env.chart, "-n", r.ns, "--wait", "--timeout", "4m",
 		"--values", r.valuesFile(values)}, extra...)
+}
+
+// runDeploy runs Helm with args and returns its output, how long it took and its error. It never fails the
+// test, so it may run on another goroutine (deployAsync).
+func (r *release) runDeploy(args []string) (string, time.Duration, error) {
 	start := time.Now()
 	out, err := runCLI(r.t, r.helm, args...)
 	return out, time.Since(start), err

@@ -1,7 +1,7 @@
 // Command cluster brings the kind cluster of `make cluster` and `make demo` up or down.
 //
-//	go run ./hack/cluster up   [--name premigrate] [--node-image IMG] [--kubeconfig PATH] [--images DIR]
-//	go run ./hack/cluster down [--name premigrate]
+//	go run ./test/cmd/cluster up   [--name premigrate] [--node-image IMG] [--kubeconfig PATH] [--images DIR]
+//	go run ./test/cmd/cluster down [--name premigrate]
 //
 // `up` reuses a cluster of that name or creates it, then loads every *.tar image archive of --images.
 package main
@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/premigrate/premigrate/internal/kindcluster"
+	"github.com/premigrate/premigrate/test/kindcluster"
 )
 
 func main() {
