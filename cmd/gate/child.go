@@ -19,6 +19,11 @@ import (
 // kernel re-parents to it. A variable so tests can run the init mode in a test process made a subreaper.
 var isInit = func() bool { return os.Getpid() == 1 }
 
+// hardStop is closed on the gate's second SIGTERM or SIGINT (main's onSignals): runChild then sends SIGKILL to
+// the command's process group, which ignored or outlived the first signal's SIGTERM. A variable so tests can
+// close their own.
+var hardStop <-chan struct{} = make(chan struct{})
+
 // outputDrain bounds how long runChild waits, once the command exited, for output that descendants outliving
 // it still write through a pipe (only when stdout or stderr is not a file, as in tests).
 var outputDrain = 2 * time.Second
@@ -28,7 +33,8 @@ var outputDrain = 2 * time.Second
 //
 //   - the command runs in a process group of its own; when ctx ends (SIGTERM or SIGINT to the gate), the
 //     whole group gets SIGTERM, so the tool's own children (a shell script's psql) stop too, and the
-//     command is waited for;
+//     command is waited for; when hardStop closes (a second signal to the gate) while it is waited for,
+//     the group gets SIGKILL;
 //   - as PID 1 (isInit), it waits with wait4(-1) and so also reaps the orphaned descendants re-parented
 //     to it, keeping only the command's own status; otherwise it waits with exec.Cmd.Wait.
 //
@@ -78,7 +84,19 @@ func runChild(ctx context.Context, argv []string, s cli.Streams, log *slog.Logge
 			if err := syscall.Kill(-pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 				killErr = fmt.Errorf("sending SIGTERM to the process group of %q (%d): %w", argv[0], pid, err)
 			}
-			r = <-done
+			select {
+			case r = <-done:
+			case <-hardStop:
+				select {
+				case r = <-done: // reaped meanwhile: as above, its group id may be reused
+				default:
+					log.Warn(fmt.Sprintf("gate run: a second signal: sending SIGKILL to the process group of %q (%d)", argv[0], pid))
+					if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+						killErr = fmt.Errorf("sending SIGKILL to the process group of %q (%d): %w", argv[0], pid, err)
+					}
+					r = <-done
+				}
+			}
 		}
 	}
 	out.finish(outputDrain)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,7 +62,10 @@ func startChild(t *testing.T, ctx context.Context, argv ...string) func() childR
 	t.Helper()
 	done := make(chan childRun, 1)
 	go func() {
-		var stdout, stderr bytes.Buffer
+		// stderr takes both the command's output (copied from a pipe) and the gate's log lines, from two
+		// goroutines: a bytes.Buffer would lose lines (io.Copy uses its ReadFrom, which holds the buffer)
+		var stdout bytes.Buffer
+		var stderr lockedBuffer
 		code := runChild(ctx, argv, cli.Streams{Out: &stdout, Err: &stderr}, cli.NewLogger(&stderr))
 		done <- childRun{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}()
@@ -75,6 +79,24 @@ func startChild(t *testing.T, ctx context.Context, argv ...string) func() childR
 			return childRun{}
 		}
 	}
+}
+
+// lockedBuffer is a buffer safe for writers on several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func runScript(t *testing.T, ctx context.Context, script string) childRun {
@@ -220,6 +242,44 @@ func TestRunChildReturnsZeroWhenTheCommandTrapsSIGTERMAndExitsCleanly(t *testing
 			cancel()
 			if r := result(); r.code != 0 || r.stdout != "rolled back\n" {
 				t.Errorf("got code %d, stdout %q, want 0 and the trap's output; stderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+func TestRunChildSendsSIGKILLToTheWholeProcessGroupOnASecondSignalWhenTheCommandIgnoresSIGTERM(t *testing.T) {
+	for _, mode := range childModes {
+		t.Run(mode.name, func(t *testing.T) {
+			setChildMode(t, mode.asInit)
+			kill := make(chan struct{})
+			prev := hardStop
+			hardStop = kill
+			t.Cleanup(func() { hardStop = prev })
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			// the shell and its sleep ignore SIGTERM (an ignored signal stays ignored across exec)
+			result := startChild(t, ctx, "/bin/sh", "-c", fmt.Sprintf("trap '' TERM\necho > %s/ready\nsleep 60\n", dir))
+			waitForFile(t, filepath.Join(dir, "ready"), 10*time.Second)
+			cancel()
+			done := make(chan childRun, 1)
+			go func() { done <- result() }()
+			select {
+			case r := <-done:
+				t.Fatalf("runChild returned %d before the second signal: the command ignores SIGTERM", r.code)
+			case <-time.After(500 * time.Millisecond):
+			}
+			start := time.Now()
+			close(kill)
+			r := <-done
+			if r.code != 128+9 {
+				t.Errorf("exit code = %d, want %d (the command ended by SIGKILL); stderr:\n%s", r.code, 128+9, r.stderr)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("runChild returned %s after the second signal", took)
+			}
+			if !strings.Contains(r.stderr, "level=WARN") || !strings.Contains(r.stderr, "a second signal: sending SIGKILL") {
+				t.Errorf("the SIGKILL is not logged at level WARN (code %d); stderr:\n%s", r.code, r.stderr)
 			}
 		})
 	}

@@ -44,7 +44,12 @@ const (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	kill := make(chan struct{})
+	hardStop = kill
+	go onSignals(sigs, cancel, kill, cli.NewLogger(os.Stderr), func() { os.Exit(exitInterrupted) })
 	err := run(ctx, os.Args[1:], &env{
 		Streams:       cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},
 		getenv:        os.Getenv,
@@ -53,8 +58,25 @@ func main() {
 		now:           time.Now,
 		exec:          execCommand,
 	})
-	stop()
+	signal.Stop(sigs)
 	os.Exit(cli.ExitCode(err)) // the one place an error becomes the exit code
+}
+
+// hardStopGrace is how long the gate may still take after a second signal before it exits regardless.
+var hardStopGrace = 5 * time.Second
+
+// onSignals handles the gate's SIGTERM and SIGINT. The first cancels ctx (cancel): every command stops what it
+// waits for, and gate run sends SIGTERM to the migration's process group and waits for it. The second closes
+// kill: gate run sends SIGKILL to that group (a command that ignores SIGTERM, or Ctrl-C pressed twice outside a
+// pod, where no kubelet follows up with SIGKILL); hardStopGrace later exit ends the gate, whatever it waits for.
+func onSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, kill chan<- struct{}, log *slog.Logger, exit func()) {
+	first := <-sigs
+	cancel(fmt.Errorf("received %s", first))
+	second := <-sigs
+	log.Warn(fmt.Sprintf("received %s again: stopping the migration's process group with SIGKILL, and the gate within %s", second, hardStopGrace))
+	close(kill)
+	time.Sleep(hardStopGrace)
+	exit()
 }
 
 // env is what the commands take from the process, replaceable in tests.

@@ -64,7 +64,6 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 		return err
 	}
 	log := e.logger()
-	logf := cli.Logf(log)
 	limit := o.timeout
 	if limit == 0 {
 		limit = 24 * time.Hour
@@ -86,13 +85,13 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 		Database:         database,
 		Timeout:          o.timeout,
 		ProgressInterval: o.progress,
-		Logf:             logf,
+		Log:              log,
 	}, clients.jobs(ns), clients.configMaps(ns))
 	switch {
 	case errors.Is(err, gate.ErrInvalidConfig):
 		return &usageError{err: err}
 	case err != nil:
-		logf("interrupted: %v", err)
+		log.Warn(fmt.Sprintf("interrupted: %v", err))
 		return cli.Exit(exitInterrupted, err)
 	}
 	switch res.Outcome {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -57,8 +58,10 @@ type Config struct {
 	// MinBackoff and MaxBackoff bound the delay before listing again after
 	// an error or a closed watch (defaults 500ms and 10s).
 	MinBackoff, MaxBackoff time.Duration
-	// Logf receives human-readable log lines; nil discards them.
-	Logf func(format string, args ...any)
+	// Log receives the wait's lines: the start and progress at Info, an API error being retried at Warn, the
+	// outcome at Info (succeeded) or Error (failed, timed out), each with the wait's attributes (identity,
+	// namespace, records, job) and the outcome's. Nil discards them.
+	Log *slog.Logger
 }
 
 // Outcome is how a wait ended.
@@ -125,9 +128,10 @@ func (c *Config) validate() error {
 	if c.MaxBackoff < c.MinBackoff {
 		c.MaxBackoff = max(10*time.Second, c.MinBackoff)
 	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
 	}
+	c.Log = c.Log.With("identity", c.Identity, "namespace", c.Namespace, "records", c.Records, "job", c.Job)
 	return nil
 }
 
@@ -157,7 +161,7 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 	jobSource := newJobSource(jobs, cfg.Job, cfg.Identity, func(ctx context.Context, items map[string]*batchv1.Job) {
 		send(ctx, func(v *view) { v.jobs, v.jobsKnown, v.jobsErr = items, true, nil })
 	}, func(ctx context.Context, err error) {
-		send(ctx, func(v *view) { v.setErr(sourceJobs, err, cfg.Logf) })
+		send(ctx, func(v *view) { v.setErr(sourceJobs, err, cfg.Log) })
 	})
 	jobSource.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
 	wg.Add(1)
@@ -169,7 +173,7 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 		src := newConfigMapSource(configMaps, name, func(ctx context.Context, items map[string]*corev1.ConfigMap) {
 			send(ctx, func(v *view) { v.setConfigMap(name, items[name]) })
 		}, func(ctx context.Context, err error) {
-			send(ctx, func(v *view) { v.setErr(sourceRecords, err, cfg.Logf) })
+			send(ctx, func(v *view) { v.setErr(sourceRecords, err, cfg.Log) })
 		})
 		src.backoff = backoff{min: cfg.MinBackoff, max: cfg.MaxBackoff}
 		wg.Add(1)
@@ -194,8 +198,8 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 	if cfg.Database.Bound() {
 		on = " on database " + cfg.Database.Value
 	}
-	cfg.Logf("waiting for migration %s%s in namespace %s: key %s in ConfigMap %s, or Job %s with label %s=%s Complete (%s)",
-		cfg.Identity, on, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Job, IdentityLabel, cfg.Identity, limit)
+	cfg.Log.Info(fmt.Sprintf("waiting for migration %s%s in namespace %s: key %s in ConfigMap %s, or Job %s with label %s=%s Complete (%s)",
+		cfg.Identity, on, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Job, IdentityLabel, cfg.Identity, limit))
 
 	ticker := time.NewTicker(cfg.ProgressInterval)
 	defer ticker.Stop()
@@ -211,18 +215,16 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 			apply(v)
 			if d := v.decide(); d.outcome != 0 {
 				res := v.result(d)
-				for _, line := range strings.Split(res.Summary, "\n") {
-					cfg.Logf("%s", line)
-				}
+				logResult(cfg.Log, res)
 				return res, nil
 			}
 		case <-ticker.C:
-			cfg.Logf("%s", v.progress(time.Since(start)))
+			cfg.Log.Info(v.progress(time.Since(start)))
 		case <-timeout:
 			res := Result{Outcome: TimedOut, Summary: fmt.Sprintf(
 				"timed out after %s waiting for migration %s in namespace %s: no key %s in ConfigMap %s and Job %s of that identity not Complete; last state: %s",
 				cfg.Timeout, cfg.Identity, cfg.Namespace, cfg.Identity, cfg.Records, cfg.Job, v.state())}
-			cfg.Logf("%s", res.Summary)
+			logResult(cfg.Log, res)
 			return res, nil
 		case <-ctx.Done():
 			return Result{}, fmt.Errorf("waiting for migration %s: %w", cfg.Identity, ctx.Err())
@@ -230,15 +232,37 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 	}
 }
 
+// logResult logs the outcome, a line per line of its summary: at Info when the migration succeeded, at Error
+// when the app will not start (failed, timed out), with the outcome's attributes.
+func logResult(log *slog.Logger, res Result) {
+	level := slog.LevelError
+	if res.Outcome == Succeeded {
+		level = slog.LevelInfo
+	}
+	attrs := []any{"outcome", res.Outcome.String()}
+	if res.Job != "" {
+		attrs = append(attrs, "decidedBy", res.Job)
+	}
+	if res.Recorded {
+		attrs = append(attrs, "recorded", true)
+	}
+	if res.Reason != "" {
+		attrs = append(attrs, "reason", res.Reason)
+	}
+	for _, line := range strings.Split(res.Summary, "\n") {
+		log.Log(context.Background(), level, line, attrs...)
+	}
+}
+
 // setErr stores a source's error; the first error after a success is logged
-// at once, later ones show in the progress lines.
-func (v *view) setErr(kind sourceKind, err error, logf func(string, ...any)) {
+// at once (Warn: it is retried), later ones show in the progress lines.
+func (v *view) setErr(kind sourceKind, err error, log *slog.Logger) {
 	prev := &v.jobsErr
 	if kind == sourceRecords {
 		prev = &v.cmErr
 	}
 	if *prev == nil {
-		logf("%s", v.describeErr(kind, err))
+		log.Warn(v.describeErr(kind, err), "error", err.Error())
 	}
 	*prev = err
 }

@@ -227,6 +227,10 @@ func TestWaitFailsWhenTheJobFailsWhileWaiting(t *testing.T) {
 	if !strings.Contains(l.String(), "read the migration's logs with: kubectl logs -n shop job/"+jobName+" -c migrate") {
 		t.Errorf("logs do not tell how to read the migration's logs:\n%s", &l)
 	}
+	// an alert or a filter on the level must see the failure
+	if l.count("ERROR migration "+identity+" failed: Job shop/"+jobName+" is Failed") != 1 || l.count("ERROR read the migration's logs") != 1 {
+		t.Errorf("the failure is not logged at level ERROR:\n%s", &l)
+	}
 }
 
 func TestWaitSucceedsWhenTheJobIsCreatedAfterTheGateStarted(t *testing.T) {
@@ -282,7 +286,10 @@ func TestWaitListsAgainWhenTheWatchEnds(t *testing.T) {
 				}
 				return false, nil, nil
 			})
-			done := startWait(context.Background(), cs, config(&l))
+			// an hour of backoff: an ordinary end of a watch must be followed by a new list at once, not after one
+			cfg := config(&l)
+			cfg.MinBackoff, cfg.MaxBackoff = time.Hour, time.Hour
+			done := startWait(context.Background(), cs, cfg)
 			watching(t, cs)
 
 			// The first watch never sees this update: only a new list can.
@@ -298,8 +305,11 @@ func TestWaitListsAgainWhenTheWatchEnds(t *testing.T) {
 			if n := actions(cs, "list", "jobs"); n != 2 {
 				t.Errorf("listed Jobs %d times, want 2", n)
 			}
-			if strings.Contains(l.String(), "retrying") {
+			if strings.Contains(l.String(), "retrying") || l.count("WARN") > 0 || l.count("ERROR") > 0 {
 				t.Errorf("an ordinary end of a watch was logged as an error:\n%s", &l)
+			}
+			if l.count("INFO migration "+identity+" succeeded") != 1 {
+				t.Errorf("the success is not one line at level INFO:\n%s", &l)
 			}
 		})
 	}
@@ -396,6 +406,12 @@ func TestWaitReportsForbiddenAsAnRBACProblemAndKeepsRetrying(t *testing.T) {
 			}
 			if n := l.count("forbidden, RBAC misconfiguration?"); n < 3 {
 				t.Errorf("%d log lines report the RBAC problem, want it at once and in progress lines:\n%s", n, &l)
+			}
+			if n := l.count("WARN forbidden, RBAC misconfiguration?"); n != 1 {
+				t.Errorf("%d lines report the RBAC problem at level WARN, want the first one:\n%s", n, &l)
+			}
+			if n := l.count("ERROR timed out after"); n != 1 {
+				t.Errorf("the time-out is not one line at level ERROR:\n%s", &l)
 			}
 			if n := actions(cs, "list", resource); n < 3 {
 				t.Errorf("listed %s %d times, want retries", resource, n)

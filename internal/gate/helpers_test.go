@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -79,17 +80,27 @@ func recordsConfigMap(identities ...string) *corev1.ConfigMap {
 	return cm
 }
 
-// logs collects log lines; safe for concurrent use.
+// logs collects log lines as "LEVEL message"; safe for concurrent use. It is the slog.Handler of the
+// gate's logger in these tests.
 type logs struct {
 	mu    sync.Mutex
 	lines []string
 }
 
-func (l *logs) Logf(format string, args ...any) {
+func (l *logs) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logs) Handle(_ context.Context, r slog.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
+	return nil
 }
+
+func (l *logs) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logs) WithGroup(string) slog.Handler      { return l }
+
+// logger is a logger that writes into l.
+func (l *logs) logger() *slog.Logger { return slog.New(l) }
 
 func (l *logs) String() string {
 	l.mu.Lock()
@@ -119,7 +130,7 @@ func config(l *logs) gate.Config {
 		ProgressInterval: time.Hour,
 		MinBackoff:       5 * time.Millisecond,
 		MaxBackoff:       20 * time.Millisecond,
-		Logf:             l.Logf,
+		Log:              l.logger(),
 	}
 }
 

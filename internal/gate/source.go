@@ -22,8 +22,10 @@ type object interface {
 }
 
 // source keeps the set of objects matching opts current: list, then watch
-// from the list's resourceVersion; when the watch ends or fails it backs off
-// and lists again. Every change is published as a whole snapshot.
+// from the list's resourceVersion. When the watch ends as watches do (the
+// server's timeout, an expired resourceVersion) it lists again at once, without
+// a log line; when a request fails it reports the error and backs off first.
+// Every change is published as a whole snapshot.
 type source[T object] struct {
 	what  string
 	list  func(ctx context.Context, opts metav1.ListOptions) (items []T, resourceVersion string, err error)
@@ -92,13 +94,23 @@ func newConfigMapSource(configMaps ConfigMapClient, name string,
 }
 
 func (s *source[T]) run(ctx context.Context) {
+	var lastEnd time.Time
 	for {
-		err := s.listAndWatch(ctx)
+		watched, err := s.listAndWatch(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			s.fail(ctx, err)
+		}
+		// A watch that ended as watches do is followed by a new list at once. Two such ends within a second
+		// (a proxy that closes every watch) back off like an error, quietly, so a fast loop never forms.
+		if err == nil && watched {
+			quick := time.Since(lastEnd) < time.Second
+			lastEnd = time.Now()
+			if !quick {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -108,15 +120,17 @@ func (s *source[T]) run(ctx context.Context) {
 	}
 }
 
-// listAndWatch returns nil when the watch closed normally.
-func (s *source[T]) listAndWatch(ctx context.Context) error {
+// listAndWatch lists, publishes and watches until the watch ends. watched is true when a watch ran and ended
+// as watches do (the server closed it, or its resourceVersion expired): the caller lists again at once. A
+// NotFound list (nothing to watch yet) returns false and no error: the caller lists again after a backoff.
+func (s *source[T]) listAndWatch(ctx context.Context) (watched bool, err error) {
 	items, rv, err := s.list(ctx, s.opts)
 	if apierrors.IsNotFound(err) {
 		s.publish(ctx, map[string]T{})
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("list %s: %w", s.what, err)
+		return false, fmt.Errorf("list %s: %w", s.what, err)
 	}
 	state := make(map[string]T, len(items))
 	for _, it := range items {
@@ -126,16 +140,16 @@ func (s *source[T]) listAndWatch(ctx context.Context) error {
 	}
 	s.publish(ctx, maps.Clone(state))
 
+	// No bookmarks: a watch that ends is followed by a new list, never resumed from a resourceVersion.
 	opts := s.opts
 	opts.ResourceVersion = rv
-	opts.AllowWatchBookmarks = true
 	// Ask the server to end the watch after a while, so a connection that
 	// silently died is noticed and replaced.
 	timeout := int64(240 + rand.IntN(120))
 	opts.TimeoutSeconds = &timeout
 	w, err := s.watch(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", s.what, err)
+		return false, fmt.Errorf("watch %s: %w", s.what, err)
 	}
 	defer w.Stop()
 	started := time.Now()
@@ -150,11 +164,11 @@ func (s *source[T]) listAndWatch(ctx context.Context) error {
 		var ok bool
 		select {
 		case <-ctx.Done():
-			return nil
+			return false, nil
 		case ev, ok = <-w.ResultChan():
 		}
 		if !ok {
-			return nil
+			return true, nil
 		}
 		switch ev.Type {
 		case watch.Bookmark:
@@ -162,13 +176,13 @@ func (s *source[T]) listAndWatch(ctx context.Context) error {
 		case watch.Error:
 			err := apierrors.FromObject(ev.Object)
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return nil // the resourceVersion is too old: an ordinary end of a watch, list again
+				return true, nil // the resourceVersion is too old: an ordinary end of a watch, list again
 			}
-			return fmt.Errorf("watch %s: %w", s.what, err)
+			return false, fmt.Errorf("watch %s: %w", s.what, err)
 		}
 		obj, isT := ev.Object.(T)
 		if !isT {
-			return fmt.Errorf("watch %s: unexpected %T in a %s event", s.what, ev.Object, ev.Type)
+			return false, fmt.Errorf("watch %s: unexpected %T in a %s event", s.what, ev.Object, ev.Type)
 		}
 		if ev.Type == watch.Deleted || !s.match(obj) {
 			delete(state, obj.GetName())

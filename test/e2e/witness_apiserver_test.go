@@ -105,7 +105,7 @@ func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 		const name = "app-migrate"
 		cfg := gate.Config{Namespace: ns, Identity: "cccccccccc", Records: records, Job: name, Timeout: 3 * time.Minute,
 			ProgressInterval: time.Hour, MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
-			Logf: func(string, ...any) {}} // it may log after the test ended
+			Log: nil} // none: it may log after the test ended
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		type outcome struct {
