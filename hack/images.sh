@@ -30,18 +30,15 @@ done
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/bench-poller" ./hack/bench-poller
 GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/ledger" ./examples/ledger/app
 
-# a distroless-like base: passwd/group with nonroot (65532) and postgres (999), a sticky /tmp
-B=$W/base; mkdir -p "$B/etc" "$B/tmp"; chmod 1777 "$B/tmp"
-printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\npostgres:x:999:999:PostgreSQL:/var/lib/postgresql:/bin/sh\n' >"$B/etc/passwd"
-printf 'root:x:0:\nnonroot:x:65532:\npostgres:x:999:\n' >"$B/etc/group"
-echo 'hosts: files dns' >"$B/etc/nsswitch.conf"
+# -base: every image starts with hack/imagebuild's distroless-like base layer (passwd and group with nonroot
+# 65532 and postgres 999, nsswitch.conf, a sticky /tmp), the one `make release` ships
 mk() { "$W/mkimg" "$@" >/dev/null; }
 
-mk -o "$OUT/gate.tar" -tag "premigrate/gate:$APP_VERSION" -dir "$B:/" -layer x -file "$W/gate:/gate" \
+mk -o "$OUT/gate.tar" -tag "premigrate/gate:$APP_VERSION" -base -file "$W/gate:/gate" \
   -entrypoint /gate -user 65532:65532 -env "$PATH_ENV"
 say "image premigrate/gate:$APP_VERSION ($(du -h "$W/gate" | cut -f1) binary)"
 demo_image() { # demo_image TAG DEMO_VERSION
-  mk -o "$OUT/demo-$1.tar" -tag "premigrate/demo:$1" -dir "$B:/" -layer x -file "$W/demo:/demo" -entrypoint /demo \
+  mk -o "$OUT/demo-$1.tar" -tag "premigrate/demo:$1" -base -file "$W/demo:/demo" -entrypoint /demo \
     -user 65532:65532 -env "$PATH_ENV" -env "DEMO_VERSION=$2"
 }
 for v in $(seq 1 "$DEMO_VERSIONS"); do demo_image "v$v" "$v"; done
@@ -69,7 +66,7 @@ ln -sfn usr/lib "$P/lib"; ln -sfn usr/lib64 "$P/lib64"; ln -sfn usr/bin "$P/bin"
 cp "$W/postgres-init" "$P/usr/local/bin/postgres-init"
 # no chown in the image layers: the directories postgres writes to are world-writable and sticky
 chmod 1777 "$P/var/run/postgresql" "$P/var/lib/postgresql/data"
-mk -o "$OUT/postgres.tar" -tag premigrate/postgres:15 -dir "$B:/" -layer x -dir "$P:/" \
+mk -o "$OUT/postgres.tar" -tag premigrate/postgres:15 -base -dir "$P:/" \
   -entrypoint /usr/local/bin/postgres-init -user 999:999 -stop-signal SIGINT \
   -env "PATH=/usr/local/bin:$PG/bin:/usr/bin:/bin" -env PGDATA=/var/lib/postgresql/data -env LANG=C.UTF-8
 say "image premigrate/postgres:15"
@@ -77,14 +74,14 @@ say "image premigrate/postgres:15"
 if [ "$IMAGE_SET" = all ]; then
 # the adopter example's app (examples/ledger), its version from its chart
 LEDGER_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/examples/ledger/chart/Chart.yaml")
-mk -o "$OUT/ledger.tar" -tag "premigrate/ledger:$LEDGER_VERSION" -dir "$B:/" -layer x -file "$W/ledger:/ledger" \
+mk -o "$OUT/ledger.tar" -tag "premigrate/ledger:$LEDGER_VERSION" -base -file "$W/ledger:/ledger" \
   -entrypoint /ledger -user 65532:65532 -env "$PATH_ENV"
 say "image premigrate/ledger:$LEDGER_VERSION (the adopter example)"
 
 # the benchmark's baseline: kubectl polling every 2 s, as the common wait-for init container does
 KUBECTL=$REPO_ROOT/bin/kubectl
 [ -x "$KUBECTL" ] || { echo "error: $KUBECTL is missing: run make tools" >&2; exit 1; }
-mk -o "$OUT/bench-poller.tar" -tag premigrate/bench-poller:dev -dir "$B:/" -layer x -file "$W/bench-poller:/bench-poller" \
+mk -o "$OUT/bench-poller.tar" -tag premigrate/bench-poller:dev -base -file "$W/bench-poller:/bench-poller" \
   -file "$(readlink -f "$KUBECTL"):/usr/local/bin/kubectl" -entrypoint /bench-poller -user 65532:65532 -env "$PATH_ENV"
 say "image premigrate/bench-poller:dev (baseline for make bench)"
 
@@ -106,9 +103,9 @@ git -C "$HISTORY" archive "$prev_commit" go.mod go.sum cmd internal | tar -x -C 
 for c in gate demo; do
   (cd "$PV/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=$prev_version" -o "$PV/$c" "./cmd/$c")
 done
-mk -o "$OUT/previous-gate.tar" -tag "premigrate/gate:$prev_version" -dir "$B:/" -layer x -file "$PV/gate:/gate" \
+mk -o "$OUT/previous-gate.tar" -tag "premigrate/gate:$prev_version" -base -file "$PV/gate:/gate" \
   -entrypoint /gate -user 65532:65532 -env "$PATH_ENV"
-mk -o "$OUT/previous-demo.tar" -tag "premigrate/demo:$prev_version" -dir "$B:/" -layer x -file "$PV/demo:/demo" \
+mk -o "$OUT/previous-demo.tar" -tag "premigrate/demo:$prev_version" -base -file "$PV/demo:/demo" \
   -entrypoint /demo -user 65532:65532 -env "$PATH_ENV" -env "DEMO_VERSION=1"
 say "images premigrate/gate:$prev_version and premigrate/demo:$prev_version (the previous release, ${prev_commit:0:12})"
 fi

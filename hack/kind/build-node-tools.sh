@@ -2,7 +2,7 @@
 # Builds what the node needs besides Kubernetes: containerd (+ctr, shim), crictl, etcd, CoreDNS, pause
 # (Kubernetes' own pause.c, static) and an iptables backend selector for the kube-proxy image.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"; . "$HACK_DIR/kind/env.sh"
-stamp=$KO_BIN/.tools-$(key "${BASH_SOURCE[0]}" "$HACK_DIR"/{iptables-wrapper,mkimg,hostpath-provisioner}/main.go)
+stamp=$KO_BIN/.tools-$(key "${BASH_SOURCE[0]}" "$HACK_DIR"/{iptables-wrapper,mkimg,hostpath-provisioner}/main.go "$HACK_DIR"/imagebuild/imagebuild.go)
 [ -f "$stamp" ] && { echo "cached: $stamp"; exit 0; }
 cd "$KO_BUILD"
 GOBIN=$KO_BIN go install -trimpath -tags "no_btrfs no_devmapper no_zfs no_aufs" \

@@ -17,7 +17,7 @@ fi
 stock=$(docker image ls --format '{{.Repository}}:{{.Tag}}' kindest/node 2>/dev/null | grep -E ":v${K8S_VERSION%.*}\." | sort -V | tail -n1 || true)
 if [ -n "$stock" ]; then say "node image: using stock $stock"; echo "$stock" >&3; exit 0; fi
 
-K=$(key "$HACK_DIR"/kind/*.sh "$HACK_DIR"/{iptables-wrapper,mkimg,hostpath-provisioner}/main.go)
+K=$(key "$HACK_DIR"/kind/*.sh "$HACK_DIR"/{iptables-wrapper,mkimg,hostpath-provisioner}/main.go "$HACK_DIR"/imagebuild/imagebuild.go)
 IMAGE=premigrate/kind-node:$K8S_VERSION-$K
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then say "node image: $IMAGE (cached)"; echo "$IMAGE" >&3; exit 0; fi
 

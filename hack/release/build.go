@@ -1,12 +1,9 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,8 +17,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/premigrate/premigrate/hack/imagebuild"
 )
 
 const (
@@ -110,7 +108,7 @@ func build(ctx context.Context, opts buildOptions, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("creating the layout %s: %w", opts.Out, err)
 	}
-	base, err := baseLayer(opts.Created)
+	base, err := imagebuild.Base(opts.Created, imagebuild.OCI)
 	if err != nil {
 		return err
 	}
@@ -187,36 +185,19 @@ func goBuild(ctx context.Context, repo, arch, version, dir string, pkgs ...strin
 	return nil
 }
 
-// image is one platform's image: the layers and the config hack/mkimg writes, with the platform's OS and
-// architecture, OCI media types and fixed timestamps.
+// image is one platform's image: the base and the app layer, with the platform's OS and architecture, OCI media
+// types and fixed timestamps (imagebuild, as hack/mkimg builds the images the tests run).
 func image(p v1.Platform, layers []v1.Layer, im imageSpec, created time.Time) (v1.Image, error) {
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	adds := make([]mutate.Addendum, 0, len(layers))
+	hist := make([]imagebuild.History, 0, len(layers))
 	for i, l := range layers {
-		by := "premigrate hack/release: the distroless-like base (passwd, group, nsswitch.conf, /tmp)"
+		by := "premigrate: the distroless-like base"
 		if i > 0 {
 			by = "premigrate hack/release: " + strings.Join(sortedValues(im.Binaries), " ")
 		}
-		adds = append(adds, mutate.Addendum{Layer: l, MediaType: types.OCILayer,
-			History: v1.History{Created: v1.Time{Time: created}, CreatedBy: by}})
+		hist = append(hist, imagebuild.History{Layer: l, CreatedBy: by})
 	}
-	img, err := mutate.Append(img, adds...)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Variant = p.OS, p.Architecture, p.Variant
-	cf.Created = v1.Time{Time: created}
-	cf.Config.Entrypoint = im.Entrypoint
-	cf.Config.User = im.User
-	cf.Config.Env = im.Env
-	cf.Config.StopSignal = im.StopSignal
-	return mutate.ConfigFile(img, cf)
+	return imagebuild.Image(p, hist, imagebuild.Config{Entrypoint: im.Entrypoint, User: im.User, Env: im.Env, StopSignal: im.StopSignal},
+		created, imagebuild.OCI)
 }
 
 // index joins the platforms' images into one OCI image index.
@@ -244,184 +225,26 @@ func index(imgs map[string]v1.Image, ref string, created time.Time) (v1.ImageInd
 	return annotated, nil
 }
 
-// baseLayer is the distroless-like base of hack/images.sh: passwd and group with root, nonroot (65532) and
-// postgres (999), nsswitch.conf, a sticky world-writable /tmp.
-func baseLayer(created time.Time) (v1.Layer, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	files := []struct {
-		name, body string
-	}{
-		{"etc/group", "root:x:0:\nnonroot:x:65532:\npostgres:x:999:\n"},
-		{"etc/nsswitch.conf", "hosts: files dns\n"},
-		{"etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n" +
-			"postgres:x:999:999:PostgreSQL:/var/lib/postgresql:/bin/sh\n"},
-	}
-	hdrs := []*tar.Header{
-		{Typeflag: tar.TypeDir, Name: "etc/", Mode: 0o755},
-	}
-	for _, f := range files {
-		hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.body))})
-	}
-	hdrs = append(hdrs, &tar.Header{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o777 | cISVTX})
-	for i, h := range hdrs {
-		h.ModTime, h.Format = created, tar.FormatPAX
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if i > 0 && i <= len(files) {
-			if _, err := io.WriteString(tw, files[i-1].body); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	data := buf.Bytes()
-	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil },
-		tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
-}
-
-// the tar mode bits beyond the permissions
-const (
-	cISUID = 0o4000
-	cISGID = 0o2000
-	cISVTX = 0o1000
-)
-
-// fileLayer writes a layer tar to file: the tree rootfs (may be empty) at /, then files (source -> destination).
-// Entries are sorted, owned by root, stamped created; setuid, setgid and sticky bits are kept.
+// fileLayer writes a layer tar to file: the tree rootfs (may be empty) at /, then files (source -> destination),
+// with imagebuild's rules (sorted, owned by root, stamped created, setuid, setgid and sticky bits kept).
 func fileLayer(file, rootfs string, files map[string]string, created time.Time) (v1.Layer, error) {
-	f, err := os.Create(file)
+	l, err := imagebuild.NewLayer(file, created)
 	if err != nil {
 		return nil, err
 	}
-	lb := &layerBuilder{tw: tar.NewWriter(f), dirs: map[string]bool{}, created: created}
 	if rootfs != "" {
-		if err := lb.addTree(rootfs, ""); err != nil {
-			_ = f.Close()
+		if err := l.AddTree(rootfs, "/"); err != nil {
+			_, _ = l.Close(imagebuild.OCI)
 			return nil, err
 		}
 	}
 	for _, src := range sortedKeys(files) {
-		if err := lb.addFile(src, files[src]); err != nil {
-			_ = f.Close()
+		if err := l.Add(src, files[src]); err != nil {
+			_, _ = l.Close(imagebuild.OCI)
 			return nil, err
 		}
 	}
-	if err := lb.tw.Close(); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	return tarball.LayerFromFile(file, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
-}
-
-type layerBuilder struct {
-	tw      *tar.Writer
-	dirs    map[string]bool
-	created time.Time
-}
-
-func tarMode(m fs.FileMode) int64 {
-	mode := int64(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		mode |= cISUID
-	}
-	if m&fs.ModeSetgid != 0 {
-		mode |= cISGID
-	}
-	if m&fs.ModeSticky != 0 {
-		mode |= cISVTX
-	}
-	return mode
-}
-
-func (lb *layerBuilder) header(h *tar.Header) error {
-	h.ModTime, h.Format = lb.created, tar.FormatPAX
-	return lb.tw.WriteHeader(h)
-}
-
-// mkdirs writes the missing parents of dst (relative, no leading slash), 0755.
-func (lb *layerBuilder) mkdirs(dst string) error {
-	if dst == "" || dst == "." || lb.dirs[dst] {
-		return nil
-	}
-	if err := lb.mkdirs(path.Dir(dst)); err != nil {
-		return err
-	}
-	lb.dirs[dst] = true
-	return lb.header(&tar.Header{Typeflag: tar.TypeDir, Name: dst + "/", Mode: 0o755})
-}
-
-// addTree adds the tree src at dst (relative; "" is the root), its entries sorted by name.
-func (lb *layerBuilder) addTree(src, dst string) error {
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		return err
-	}
-	for _, e := range ents { // os.ReadDir sorts by name
-		s, d := filepath.Join(src, e.Name()), path.Join(dst, e.Name())
-		fi, err := os.Lstat(s)
-		if err != nil {
-			return err
-		}
-		if fi.IsDir() {
-			if err := lb.mkdirs(dst); err != nil {
-				return err
-			}
-			if !lb.dirs[d] {
-				lb.dirs[d] = true
-				if err := lb.header(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: tarMode(fi.Mode())}); err != nil {
-					return err
-				}
-			}
-			if err := lb.addTree(s, d); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := lb.addFile(s, d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// addFile adds the regular file or symlink src at dst.
-func (lb *layerBuilder) addFile(src, dst string) error {
-	dst = strings.TrimPrefix(path.Clean("/"+dst), "/")
-	fi, err := os.Lstat(src)
-	if err != nil {
-		return err
-	}
-	if err := lb.mkdirs(path.Dir(dst)); err != nil {
-		return err
-	}
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
-		target, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		return lb.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: dst, Linkname: target, Mode: 0o777})
-	case fi.Mode().IsRegular():
-		f, err := os.Open(src)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = f.Close() }()
-		if err := lb.header(&tar.Header{Typeflag: tar.TypeReg, Name: dst, Size: fi.Size(), Mode: tarMode(fi.Mode())}); err != nil {
-			return err
-		}
-		_, err = io.Copy(lb.tw, f)
-		return err
-	default:
-		return fmt.Errorf("%s: neither a regular file, a symlink nor a folder (%s)", src, fi.Mode().Type())
-	}
+	return l.Close(imagebuild.OCI)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -21,6 +21,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/premigrate/premigrate/hack/imagebuild"
 )
 
 // The tests cross-compile testdata/hello (a second each) instead of the real commands.
@@ -110,7 +112,7 @@ func TestMain(m *testing.M) {
 // platformImage is one platform's gate image holding the binary at /gate.
 func platformImage(t *testing.T, p v1.Platform, binary string) v1.Image {
 	t.Helper()
-	base, err := baseLayer(created)
+	base, err := imagebuild.Base(created, imagebuild.OCI)
 	require.NoError(t, err)
 	app, err := fileLayer(filepath.Join(t.TempDir(), "layer.tar"), "", map[string]string{binary: "/gate"}, created)
 	require.NoError(t, err)
