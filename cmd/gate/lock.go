@@ -32,7 +32,7 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 		Now:       e.now,
 		// --wait-for-configmap: a chart that does not let the gate create the records waits for them
 		WaitForConfigMap: r.o.waitCM,
-		Logf:             logf,
+		Log:              log,
 	}
 	if r.o.store != "" {
 		var w record.Options

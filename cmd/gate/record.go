@@ -195,7 +195,7 @@ func (r *recorder) write(ctx context.Context, e *env) error {
 		Keep:             r.o.keep,
 		WaitForConfigMap: r.o.waitCM,
 		Create:           r.meta,
-		Logf:             cli.Logf(log),
+		Log:              log,
 	}
 	var err error
 	if r.o.store != "" {

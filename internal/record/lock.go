@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"sync"
@@ -63,7 +64,9 @@ type LockOptions struct {
 	// Progress is how often a waiter says it still waits; default 30s.
 	Progress time.Duration
 	Now      func() time.Time
-	Logf     func(format string, args ...any)
+	// Log gets the lock's lines: taking and waiting at Info, taking over a holder that stopped renewing and a
+	// failed renewal at Warn, a lost lock at Error. Nil discards them.
+	Log *slog.Logger
 }
 
 func (o *LockOptions) defaults() {
@@ -79,8 +82,8 @@ func (o *LockOptions) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 }
 
@@ -130,7 +133,7 @@ func Acquire(ctx context.Context, client ConfigMapClient, o LockOptions) (*Lock,
 		case apierrors.IsNotFound(err) && o.Create != nil:
 			held, created, err := o.create(ctx, client)
 			if err == nil {
-				o.Logf("created %s and took the release's migration lock in it", where)
+				o.Log.Info(fmt.Sprintf("created %s and took the release's migration lock in it", where))
 				return held, created, nil
 			}
 			if !apierrors.IsAlreadyExists(err) {
@@ -140,8 +143,8 @@ func Acquire(ctx context.Context, client ConfigMapClient, o LockOptions) (*Lock,
 		case apierrors.IsNotFound(err):
 			if missing.IsZero() {
 				missing = o.Now()
-				o.Logf("%s does not exist yet (it holds the migration records and is created with the chart): waiting up to %s for it",
-					where, o.WaitForConfigMap)
+				o.Log.Info(fmt.Sprintf("%s does not exist yet (it holds the migration records and is created with the chart): waiting up to %s for it",
+					where, o.WaitForConfigMap))
 			}
 			if o.Now().Sub(missing) >= o.WaitForConfigMap {
 				return nil, nil, fmt.Errorf("%s does not exist (waited %s): %w", where, o.WaitForConfigMap, err)
@@ -168,17 +171,17 @@ func Acquire(ctx context.Context, client ConfigMapClient, o LockOptions) (*Lock,
 		if free || expired {
 			switch {
 			case ours && holder.Pod != o.Holder.Pod:
-				o.Logf("the migration lock in %s is held by an earlier pod of this Job, %s, which ended without releasing it: taking it over",
-					where, holder.Pod)
+				o.Log.Warn(fmt.Sprintf("the migration lock in %s is held by an earlier pod of this Job, %s, which ended without releasing it: taking it over",
+					where, holder.Pod), "configMap", o.ConfigMap, "holder", holder.String())
 			case expired && !free:
-				o.Logf("the migration lock in %s did not change for %s: its holder, %s, stopped renewing it; taking it over",
-					where, o.Lease, holder)
+				o.Log.Warn(fmt.Sprintf("the migration lock in %s did not change for %s: its holder, %s, stopped renewing it; taking it over",
+					where, o.Lease, holder), "configMap", o.ConfigMap, "holder", holder.String())
 			}
 			l, updated, err := o.take(ctx, client, cm)
 			switch {
 			case err == nil:
 				if waited := o.Now().Sub(waitStart); !said.IsZero() {
-					o.Logf("took the release's migration lock after waiting %s", waited.Round(time.Second))
+					o.Log.Info(fmt.Sprintf("took the release's migration lock after waiting %s", waited.Round(time.Second)))
 				}
 				return l, updated, nil
 			case apierrors.IsConflict(err):
@@ -193,9 +196,9 @@ func Acquire(ctx context.Context, client ConfigMapClient, o LockOptions) (*Lock,
 			if !said.IsZero() {
 				verb = "still holds"
 			}
-			o.Logf("another migration of this release %s the lock in %s: %s, last renewed %s; waiting for it "+
+			o.Log.Info(fmt.Sprintf("another migration of this release %s the lock in %s: %s, last renewed %s; waiting for it "+
 				"(one migration at a time; this Job's deadline keeps running)",
-				verb, where, holder, holder.Renewed.UTC().Format(time.RFC3339))
+				verb, where, holder, holder.Renewed.UTC().Format(time.RFC3339)))
 			said = now
 		}
 		if err := sleep(ctx, o.Poll+time.Duration(rand.Int64N(int64(o.Poll/4)+1))); err != nil {
@@ -307,12 +310,12 @@ func (l *Lock) renew() {
 			renewed = l.o.Now()
 		case lost:
 		case errors.Is(err, errNotOurs) || l.o.Now().Sub(renewed) >= 2*l.o.Lease/3:
-			l.o.Logf("lost the migration lock in %s: %v (no renewal for %s; another migration may take it over after %s)",
-				where, err, l.o.Now().Sub(renewed).Round(time.Second), l.o.Lease)
+			l.o.Log.Error(fmt.Sprintf("lost the migration lock in %s: %v (no renewal for %s; another migration may take it over after %s)",
+				where, err, l.o.Now().Sub(renewed).Round(time.Second), l.o.Lease), "configMap", l.o.ConfigMap)
 			lost = true
 			close(l.lost)
 		default:
-			l.o.Logf("renewing the migration lock in %s: %v (retrying)", where, err)
+			l.o.Log.Warn(fmt.Sprintf("renewing the migration lock in %s: %v (retrying)", where, err), "configMap", l.o.ConfigMap)
 		}
 	}
 }

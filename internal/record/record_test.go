@@ -1,7 +1,11 @@
 package record_test
 
 import (
+	"context"
+	"log/slog"
 	"reflect"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,4 +109,30 @@ func TestPruneKeepsTheNewestEntries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logLines collects a logger's lines as "LEVEL message"; safe for concurrent use.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logLines) WithGroup(string) slog.Handler      { return l }
+
+func (l *logLines) logger() *slog.Logger { return slog.New(l) }
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }

@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"time"
@@ -56,8 +57,9 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Now defaults to time.Now.
 	Now func() time.Time
-	// Logf defaults to discarding.
-	Logf func(format string, args ...any)
+	// Log gets the write's lines: retries at Info (a conflict, a ConfigMap not created yet) or Warn (forbidden,
+	// an API error), the record at Info. Nil discards them.
+	Log *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -70,8 +72,8 @@ func (o *Options) defaults() {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 }
 
@@ -111,14 +113,15 @@ func Write(ctx context.Context, client ConfigMapClient, o Options) error {
 		wait = min(wait, remaining)
 		switch {
 		case apierrors.IsConflict(err):
-			o.Logf("%s changed while updating it, retrying", where)
+			o.Log.Info(fmt.Sprintf("%s changed while updating it, retrying", where))
 		case apierrors.IsNotFound(err):
-			o.Logf("%s does not exist yet, retrying in %s", where, wait.Round(time.Millisecond))
+			o.Log.Info(fmt.Sprintf("%s does not exist yet, retrying in %s", where, wait.Round(time.Millisecond)))
 		case apierrors.IsForbidden(err):
-			o.Logf("forbidden to get or update %s (check the migration ServiceAccount's Role), retrying in %s: %v",
-				where, wait.Round(time.Millisecond), err)
+			o.Log.Warn(fmt.Sprintf("forbidden to get or update %s (check the migration ServiceAccount's Role), retrying in %s: %v",
+				where, wait.Round(time.Millisecond), err), "identity", o.Identity, "configMap", o.ConfigMap)
 		default:
-			o.Logf("updating %s failed, retrying in %s: %v", where, wait.Round(time.Millisecond), err)
+			o.Log.Warn(fmt.Sprintf("updating %s failed, retrying in %s: %v", where, wait.Round(time.Millisecond), err),
+				"identity", o.Identity, "configMap", o.ConfigMap)
 		}
 		select {
 		case <-ctx.Done():
@@ -152,8 +155,8 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 			}
 			return fmt.Errorf("create: %w", err)
 		}
-		o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s, which did not exist: created it with %d earlier records, %d dropped",
-			o.Identity, o.Job, o.Namespace, o.ConfigMap, kept(created.Data)-1, len(dropped))
+		o.Log.Info(fmt.Sprintf("recorded identity %s (job %s) in ConfigMap %s/%s, which did not exist: created it with %d earlier records, %d dropped",
+			o.Identity, o.Job, o.Namespace, o.ConfigMap, kept(created.Data)-1, len(dropped)))
 		return nil
 	}
 	if err != nil {
@@ -169,8 +172,8 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
-	o.Logf("recorded identity %s (job %s) in ConfigMap %s/%s; %d entries kept, %d dropped (listed under %q)",
-		o.Identity, o.Job, o.Namespace, o.ConfigMap, kept(updated.Data), len(dropped), PrunedKey)
+	o.Log.Info(fmt.Sprintf("recorded identity %s (job %s) in ConfigMap %s/%s; %d entries kept, %d dropped (listed under %q)",
+		o.Identity, o.Job, o.Namespace, o.ConfigMap, kept(updated.Data), len(dropped), PrunedKey))
 	return nil
 }
 

@@ -42,7 +42,6 @@ func options(identity string) record.Options {
 		MinBackoff:       5 * time.Millisecond,
 		MaxBackoff:       20 * time.Millisecond,
 		Now:              func() time.Time { return now },
-		Logf:             func(string, ...any) {},
 	}
 }
 
@@ -190,9 +189,9 @@ func TestWriteWaitsForTheConfigMapToBeCreated(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	var logged []string
+	var logged logLines
 	o := options("abc123def0")
-	o.Logf = func(format string, args ...any) { logged = append(logged, format) }
+	o.Log = logged.logger()
 	if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o); err != nil {
 		t.Fatal(err)
 	}
@@ -202,8 +201,8 @@ func TestWriteWaitsForTheConfigMapToBeCreated(t *testing.T) {
 	if _, ok := data(t, cs)["abc123def0"]; !ok {
 		t.Error("identity not recorded")
 	}
-	if !strings.Contains(strings.Join(logged, "\n"), "does not exist yet") {
-		t.Errorf("logs do not say the ConfigMap is missing: %q", logged)
+	if !strings.Contains(logged.String(), "INFO ConfigMap "+ns+"/"+name+" does not exist yet") {
+		t.Errorf("logs do not say the ConfigMap is missing:\n%s", logged.String())
 	}
 }
 

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -32,7 +33,7 @@ func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 	}
 	opts := func(id string) record.Options {
 		return record.Options{Namespace: ns, ConfigMap: records, Identity: id, Job: "app-migrate-" + id, Keep: 20,
-			WaitForConfigMap: 30 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Logf: t.Logf}
+			WaitForConfigMap: 30 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(t.Output(), nil))}
 	}
 
 	t.Run("a record written between another writer's read and its update is kept", func(t *testing.T) {
@@ -64,7 +65,7 @@ func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 		cms := env.client.CoreV1().ConfigMaps(ns)
 		lockOpts := func(job string) record.LockOptions {
 			return record.LockOptions{Namespace: ns, ConfigMap: records, Holder: record.Holder{Identity: job, Job: job, Pod: job + "-pod"},
-				Lease: time.Minute, Poll: 50 * time.Millisecond, Logf: t.Logf}
+				Lease: time.Minute, Poll: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(t.Output(), nil))}
 		}
 		var first *record.Lock
 		interleaved := &interleavingClient{ConfigMapClient: cms, between: func() {
