@@ -134,12 +134,7 @@ func stopped(why string) int {
 	return 1
 }
 
-func clusterName() string {
-	if n := os.Getenv("KIND_CLUSTER_NAME"); n != "" {
-		return n
-	}
-	return "premigrate"
-}
+func clusterName() string { return kindcluster.Name() }
 
 func setup() error {
 	root, err := filepath.Abs("../..")

@@ -23,6 +23,17 @@ import (
 // cgroup2SuperMagic is the filesystem magic of a unified (v2) cgroup hierarchy.
 const cgroup2SuperMagic = 0x63677270
 
+// DefaultName is the cluster's name when KIND_CLUSTER_NAME does not give one (the Makefile's default too).
+const DefaultName = "premigrate"
+
+// Name is the cluster's name: $KIND_CLUSTER_NAME, or DefaultName.
+func Name() string {
+	if n := os.Getenv("KIND_CLUSTER_NAME"); n != "" {
+		return n
+	}
+	return DefaultName
+}
+
 // Options says which cluster to create or reuse.
 type Options struct {
 	Name       string        // cluster name; an existing cluster with this name is reused

@@ -29,7 +29,7 @@ func run(args []string) error {
 	}
 	cache := os.Getenv("PREMIGRATE_CACHE")
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	name := fs.String("name", envOr("KIND_CLUSTER_NAME", "premigrate"), "kind cluster name")
+	name := fs.String("name", kindcluster.Name(), "kind cluster name")
 	image := fs.String("node-image", os.Getenv("KIND_NODE_IMAGE"), "kind node image (see hack/kind/node-image.sh)")
 	kubeconfig := fs.String("kubeconfig", filepath.Join(cache, "kubeconfig"), "where to write the kubeconfig")
 	images := fs.String("images", filepath.Join(cache, "images"), "folder of image archives (*.tar) to load")
@@ -64,11 +64,4 @@ func run(args []string) error {
 	}
 	fmt.Printf("images: %d of %d archives loaded in %s (the rest were loaded already)\n", n, len(archives), time.Since(t).Round(time.Second))
 	return nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
