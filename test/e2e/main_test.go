@@ -38,8 +38,8 @@ var env struct {
 	helm4      string
 	kubectl    string
 	results    string
-	// createdCluster is true when this run made the kind cluster (and so deletes it at the end)
-	createdCluster bool
+	// cluster is the kind cluster of the run, once setup has it (its teardown deletes it only if the run made it)
+	cluster *kindcluster.Cluster
 }
 
 // Every scenario runs in parallel, as much at once as the scheduler of share_test.go lets it: heavy and whole-
@@ -89,14 +89,12 @@ func run(m *testing.M) int {
 	}
 	// a full run must have the verdict pass; a filtered one keeps go test's own code
 	code, line := verdict.Exit(testFlags(), code, v)
-	switch {
-	case os.Getenv("KEEP_CLUSTER") == "1":
-		fmt.Printf("KEEP_CLUSTER=1: cluster %q kept; KUBECONFIG=%s\n", clusterName(), env.kubeconfig)
-	case !env.createdCluster:
-		fmt.Printf("cluster %q kept: this run reused it (make demo or make cluster made it); KUBECONFIG=%s\n", clusterName(), env.kubeconfig)
-	default:
-		if err := kindcluster.Delete(clusterName()); err != nil {
+	if env.cluster != nil {
+		said, err := env.cluster.Teardown(os.Getenv("KEEP_CLUSTER") == "1")
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e teardown:", err)
+		} else {
+			fmt.Println(said)
 		}
 	}
 	fmt.Println(line)
@@ -188,7 +186,7 @@ func setup() error {
 	if err != nil {
 		return err
 	}
-	env.createdCluster = c.Created
+	env.cluster = c
 	fmt.Printf("e2e: cluster %q ready in %s (created=%v, kubeconfig %s)\n", c.Name, time.Since(start).Round(time.Second), c.Created, env.kubeconfig)
 	archives, err := filepath.Glob(filepath.Join(cache, "images", "*.tar"))
 	if err != nil || len(archives) == 0 {

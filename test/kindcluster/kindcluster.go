@@ -159,6 +159,25 @@ func Delete(name string) error {
 // Delete deletes this cluster.
 func (c *Cluster) Delete() error { return Delete(c.Name) }
 
+// deleteByName deletes a cluster; a variable so tests can see what Teardown deletes.
+var deleteByName = Delete
+
+// Teardown ends a run on c and says what it did: it deletes the cluster only when this run created it and keep
+// is false. A cluster the run found (made by make demo or make cluster, or by an earlier run with
+// KEEP_CLUSTER=1) stays, and so does one asked to be kept.
+func (c *Cluster) Teardown(keep bool) (string, error) {
+	switch {
+	case keep:
+		return fmt.Sprintf("cluster %q kept (KEEP_CLUSTER=1); KUBECONFIG=%s", c.Name, c.Kubeconfig), nil
+	case !c.Created:
+		return fmt.Sprintf("cluster %q kept: this run reused it (make demo or make cluster made it); KUBECONFIG=%s", c.Name, c.Kubeconfig), nil
+	}
+	if err := deleteByName(c.Name); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("cluster %q deleted: this run created it", c.Name), nil
+}
+
 // LoadImageArchives imports docker-archive tarballs into every node's containerd. An archive whose content
 // is the last one loaded under its file name is skipped, so reusing a cluster costs a hash per archive; an
 // archive of that name with other content (a rebuilt image, or back from a mutant's) is loaded again.
