@@ -11,7 +11,7 @@ CHART := charts/premigrate
 DEPENDENT_CHARTS := $(CHART) examples/ledger/chart
 KIND_CLUSTER_NAME ?= premigrate
 export KIND_CLUSTER_NAME
-GO_PKGS_UNIT := ./cmd/... ./internal/... ./examples/... ./hack/... ./test/kindcluster/... ./test/cmd/... ./test/e2e/...
+GO_PKGS_UNIT := ./cmd/... ./internal/... ./examples/... ./hack/... ./test/framework/... ./test/kindcluster/... ./test/cmd/... ./test/e2e/...
 
 .PHONY: help
 help: ## list the targets

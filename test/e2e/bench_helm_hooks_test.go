@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // Where Helm 4's time goes in one hook-mode upgrade with the chart's defaults: its --debug log, each line
@@ -38,13 +40,13 @@ type hookSequence struct {
 
 func TestBenchmarkHelmHookSequence(t *testing.T) {
 	rel := newRelease(t, newNamespace(t, "bench-hooks", restricted), "app", env.helm4)
-	rel.mustDeploy(map[string]any{"env": []any{envVar("ROUND", "install")}})
+	rel.mustDeploy(map[string]any{"env": []any{framework.EnvVar("ROUND", "install")}})
 	rounds := envInt("BENCH_UPGRADES", 9)
 	var seqs []hookSequence
 	cols := map[string][]float64{}
 	for i := 0; i < rounds; i++ {
 		args := []string{"upgrade", rel.name, env.chart, "-n", rel.ns, "--wait", "--timeout", "4m", "--debug",
-			"--values", rel.valuesFile(map[string]any{"env": []any{envVar("ROUND", fmt.Sprint(i))}})}
+			"--values", rel.valuesFile(map[string]any{"env": []any{framework.EnvVar("ROUND", fmt.Sprint(i))}})}
 		lines, err := timedRun(env.helm4, args...)
 		if err != nil {
 			t.Fatalf("round %d: helm upgrade: %v\n%s", i+1, err, joinLines(lines))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // TestBenchmarkRolloutWithMoreReplicas measures, for 2, 10 and 30 replicas with the chart's default strategy
@@ -78,7 +80,7 @@ func (v *rolloutVariant) values(change string) map[string]any {
 	return map[string]any{
 		"replicaCount": v.replicas,
 		"gate":         gate,
-		"env":          []any{envVar("ROUND", change)},
+		"env":          []any{framework.EnvVar("ROUND", change)},
 	}
 }
 

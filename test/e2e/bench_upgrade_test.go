@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // upgradeVariant is one release of the upgrade-overhead benchmark: the same chart and the same change,
@@ -225,13 +227,13 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 			// without the migration the schema must exist: install with it, then turn it off
 			v.rel.mustDeploy(baseValues())
 		}
-		v.rel.mustDeploy(merged(baseValues(), v.values))
+		v.rel.mustDeploy(framework.Merge(baseValues(), v.values))
 	}
 	floorNS := newNamespace(t, "bench-floor", restricted)
 	var bareHarness, bareAPI []float64
 	bareJob(t, floorNS, -1) // a warm-up, not a sample: the first Job of a new namespace pays for its setup
 	for i := 0; i < runs; i++ {
-		change := map[string]any{"env": []any{envVar("GREETING", fmt.Sprint(i))}}
+		change := map[string]any{"env": []any{framework.EnvVar("GREETING", fmt.Sprint(i))}}
 		line := []string{}
 		h, a := bareJob(t, floorNS, i)
 		bareHarness, bareAPI = append(bareHarness, h), append(bareAPI, a)
@@ -241,7 +243,7 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 			stop := make(chan struct{})
 			tl, wait := watchUpgrade(t, v.rel.ns, stop)
 			start := time.Now()
-			_, d := v.rel.mustDeploy(merged(merged(baseValues(), v.values), change))
+			_, d := v.rel.mustDeploy(framework.Merge(framework.Merge(baseValues(), v.values), change))
 			end := time.Now()
 			close(stop)
 			wait()

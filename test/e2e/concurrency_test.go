@@ -13,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
@@ -107,11 +109,11 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 	ctx := context.Background()
 	ns := newNamespace(t, "backtoback", restricted)
 	r := newRelease(t, ns, "app", "")
-	base := deepMerged(baseValues(), map[string]any{
+	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "back-to-back-password"}},
 	})
-	r.apply(r.template(deepMerged(base, map[string]any{"image": map[string]any{"tag": "v1"}})))
+	r.apply(r.template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v1"}})))
 	r.rolledOut(4 * time.Minute)
 
 	type deploy struct {
@@ -121,10 +123,10 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 	var deploys []deploy
 	start := time.Now()
 	for i, tag := range []string{"v3", "v4", "v5"} {
-		values := deepMerged(base, map[string]any{"image": map[string]any{"tag": tag}})
+		values := framework.Merge(base, map[string]any{"image": map[string]any{"tag": tag}})
 		if i == 0 {
 			// versions 2 and 3, 15 s each: the next two deploys come while it runs
-			values = deepMerged(values, map[string]any{"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}}})
+			values = framework.Merge(values, map[string]any{"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}}})
 		}
 		r.apply(r.template(values))
 		id := r.appIdentity(ctx)
@@ -250,9 +252,9 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 			ctx := context.Background()
 			ns := newNamespace(t, "race-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
-			install := deepMerged(baseValues(), map[string]any{
+			install := framework.Merge(baseValues(), map[string]any{
 				"image":     map[string]any{"tag": "v2"},
-				"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}},
+				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
 			})
 			mustRun(t, h.bin, "install", r.name, env.chart, "-n", ns, "--values", r.valuesFile(install)) // no --wait
 			installJob := r.fullname() + "-migrate-" + r.appIdentity(ctx)
@@ -271,7 +273,7 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 				return false, nil
 			})
 			time.Sleep(3 * time.Second) // inside the install's migration (two versions of 15 s)
-			_, d, err := r.deploy(deepMerged(baseValues(), map[string]any{"image": map[string]any{"tag": "v3"}}))
+			_, d, err := r.deploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v3"}}))
 			if err != nil {
 				t.Fatalf("the first upgrade, while the install's migration ran: %v", err)
 			}
@@ -316,11 +318,11 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 	ctx := context.Background()
 	ns := newNamespace(t, "heldback", restricted)
 	r := newRelease(t, ns, "app", "")
-	base := deepMerged(baseValues(), map[string]any{
+	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "held-back-password"}},
 	})
-	r.apply(suspendJobs(t, r.template(deepMerged(base, map[string]any{"image": map[string]any{"tag": "v3"}}))))
+	r.apply(suspendJobs(t, r.template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v3"}}))))
 	older := r.appIdentity(ctx)
 	olderJob := r.migrationJob(ctx, older)
 	if olderJob == nil || olderJob.Spec.Suspend == nil || !*olderJob.Spec.Suspend {
@@ -328,7 +330,7 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 	}
 	time.Sleep(1100 * time.Millisecond) // Jobs' creation times have a resolution of one second
 	start := time.Now()
-	r.apply(r.template(deepMerged(base, map[string]any{"image": map[string]any{"tag": "v4"}})))
+	r.apply(r.template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v4"}})))
 	newer := r.appIdentity(ctx)
 	r.rolledOut(4 * time.Minute)
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
@@ -400,9 +402,9 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			ctx := context.Background()
 			ns := newNamespace(t, "retry-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
-			values := deepMerged(baseValues(), map[string]any{
+			values := framework.Merge(baseValues(), map[string]any{
 				"image":     map[string]any{"tag": "v2"},
-				"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}},
+				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
 			})
 			if out, _, err := r.deploy(values, "--timeout", "10s"); err == nil {
 				t.Fatalf("the install with a 10 s timeout and a 30 s migration succeeded:\n%s", out)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // Negative controls: the protection removed, the same oracle. The witness (the app's own record of its start
@@ -15,7 +17,7 @@ import (
 // not, the scenarios that pass on it would prove nothing.
 func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
-	slow := []any{envVar("DEMO_MIGRATION_DELAY", "8s")}
+	slow := []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "8s")}
 	cases := []struct {
 		name   string
 		helm   bool // helm install; else helm template | kubectl apply
@@ -45,7 +47,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 			res := scenario(t, fmt.Sprintf("control-%d", i+1), env.kubectl)
 			ctx := context.Background()
 			ns := newNamespace(t, fmt.Sprintf("control%d", i+1), restricted)
-			values := merged(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}), c.values)
+			values := framework.Merge(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}), c.values)
 			r := newRelease(t, ns, "app", "")
 			start := time.Now()
 			if c.helm {

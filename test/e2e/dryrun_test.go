@@ -16,6 +16,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // Renders that do not lie (issue 23 item 10): `helm upgrade --dry-run=server` is how an operator previews an
@@ -158,7 +160,7 @@ func (r *release) upgradeAsPreviewed(values map[string]any) time.Duration {
 	if err == nil || !strings.Contains(err.Error(), "postgresql.auth.password is required when the chart is rendered without a cluster") {
 		r.t.Errorf("helm upgrade --dry-run=client without a password: %v; want the refusal naming postgresql.auth.password (each client-side render would generate another password)", err)
 	}
-	client := r.previewUpgrade(env.chart, merged(values, map[string]any{
+	client := r.previewUpgrade(env.chart, framework.Merge(values, map[string]any{
 		"postgresql": map[string]any{"auth": map[string]any{"password": r.databasePassword()}},
 	}), "client")
 	_, took := r.mustDeploy(values)

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // deployResult is what deploy returned, for a deploy run in the background.
@@ -59,8 +61,8 @@ func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 	ns := newNamespace(t, "kill", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
 	r.mustDeploy(baseValues())
-	slow := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
-		"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "15s")}}})
+	slow := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+		"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}}})
 	done := r.deployAsync(slow)
 	victim := r.migratingPod(t, 2*time.Minute)
 	time.Sleep(3 * time.Second) // well inside the 15 s migration transaction
@@ -96,9 +98,9 @@ func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *te
 	ns := newNamespace(t, "dbdown", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
 	r.mustDeploy(baseValues())
-	values := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+	values := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 1, "env": []any{
-			envVar("DEMO_MIGRATION_DELAY", "15s"), envVar("MIGRATE_CONNECT_TIMEOUT", "10s")}}})
+			framework.EnvVar("DEMO_MIGRATION_DELAY", "15s"), framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "10s")}}})
 	done := r.deployAsync(values)
 	r.migratingPod(t, 2*time.Minute)
 	time.Sleep(3 * time.Second)

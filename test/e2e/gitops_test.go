@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // The GitOps controllers (hack/gitops.sh): Flux and Argo CD built here, installed into the cluster once per
@@ -124,33 +126,15 @@ spec:
 // helm-controller (v1.4.0 here, up to at least v1.6.3) crashes on helm.sh/hook-output-log-policy when a hook
 // fails (fluxcd/helm-controller#1562), then retries the upgrade after every restart.
 func fluxValues(extra map[string]any) map[string]any {
-	return deepMerged(merged(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": false}}), extra)
-}
-
-// deepMerged is a with b merged into it, maps recursively (b wins), without changing either.
-func deepMerged(a, b map[string]any) map[string]any {
-	out := make(map[string]any, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		if bm, ok := v.(map[string]any); ok {
-			if am, ok := out[k].(map[string]any); ok {
-				out[k] = deepMerged(am, bm)
-				continue
-			}
-		}
-		out[k] = v
-	}
-	return out
+	return framework.Merge(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": false}}), extra)
 }
 
 // gitopsUpgrade is the values change of upgrade i (1..5): the demo's image v2..v6 and an env var. v6 drops a
 // column, so its deploy says SCHEMA_ACCEPT_DATA_LOSS for its migration, as an operator would.
 func gitopsUpgrade(i int) map[string]any {
-	v := map[string]any{"image": map[string]any{"tag": fmt.Sprintf("v%d", i+1)}, "env": []any{envVar("UPGRADE", fmt.Sprint(i))}}
+	v := map[string]any{"image": map[string]any{"tag": fmt.Sprintf("v%d", i+1)}, "env": []any{framework.EnvVar("UPGRADE", fmt.Sprint(i))}}
 	if i == 5 {
-		v["migration"] = map[string]any{"env": []any{envVar("SCHEMA_ACCEPT_DATA_LOSS", "true")}}
+		v["migration"] = map[string]any{"env": []any{framework.EnvVar("SCHEMA_ACCEPT_DATA_LOSS", "true")}}
 	}
 	return v
 }
@@ -326,7 +310,7 @@ func fluxReportsAFailedMigration(t *testing.T) {
 	oldID := f.appIdentity(ctx)
 	f.apply(fluxValues(map[string]any{
 		"image":     map[string]any{"tag": "v2"},
-		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	}))
 	h := f.settleFailed(6 * time.Minute)
 	released, stalled, ready := h.condition("Released"), h.condition("Stalled"), h.condition("Ready")
@@ -412,7 +396,7 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	scenario(t, "flux-hook-output-logs-control", "flux")
 	ns := newNamespace(t, "fluxlogs", restricted)
 	f := fluxRelease{release: newRelease(t, ns, "shop", "")}
-	values := merged(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
+	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
 	f.apply(values)
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
@@ -424,9 +408,9 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 		_, _ = runTool(env.kubectl, "rollout", "restart", "deployment/helm-controller", "-n", "flux-system")
 		_, _ = runTool(env.kubectl, "rollout", "status", "deployment/helm-controller", "-n", "flux-system", "--timeout=3m")
 	})
-	f.apply(deepMerged(values, map[string]any{
+	f.apply(framework.Merge(values, map[string]any{
 		"image":     map[string]any{"tag": "v2"},
-		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	}))
 	waitUntil(t, "helm-controller to restart", 4*time.Minute, func(context.Context) (bool, error) {
 		return helmControllerRestarts(t) > before, nil
@@ -572,11 +556,11 @@ func newArgoApp(t *testing.T, prefix string) argoApp {
 // argoValues are the chart's values under Argo CD: argocd mode, a fixed password (Argo CD renders without
 // lookup), a TTL on the Jobs.
 func argoValues(extra map[string]any) map[string]any {
-	v := merged(baseValues(), map[string]any{
+	v := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "argocd", "ttlSecondsAfterFinished": 60},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "argo-e2e"}},
 	})
-	return deepMerged(v, extra)
+	return framework.Merge(v, extra)
 }
 
 // argoSyncsFiveUpgrades installs the chart through an Argo CD Application
@@ -628,7 +612,7 @@ func argoReportsAFailedMigration(t *testing.T) {
 	oldID := a.appIdentity(ctx)
 	at := a.apply(argoValues(map[string]any{
 		"image":     map[string]any{"tag": "v2"},
-		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	}), true)
 	app := a.synced(at, 6*time.Minute)
 	if app.Status.OperationState.Phase == "Succeeded" {
@@ -708,7 +692,7 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 	ctx := context.Background()
 	a := newArgoApp(t, "argohook")
 	values := func(tag string) map[string]any {
-		return merged(baseValues(), map[string]any{
+		return framework.Merge(baseValues(), map[string]any{
 			"image":      map[string]any{"tag": tag},
 			"migration":  map[string]any{"mode": "hook"},
 			"postgresql": map[string]any{"auth": map[string]any{"password": "argo-e2e"}},

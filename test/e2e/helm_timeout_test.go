@@ -10,6 +10,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // Issue: Helm's --timeout (5 minutes by default) can end before the migration (activeDeadlineSeconds 900 s by
@@ -33,8 +35,8 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			first := r.appIdentity(ctx)
 
 			// the v2 migration takes 40 s; Helm waits 15 s for it
-			slow := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
-				"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "40s")}}})
+			slow := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "40s")}}})
 			out, d, err := r.deploy(slow, "--timeout", "15s")
 			gaveUp := time.Now()
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())

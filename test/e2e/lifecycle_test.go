@@ -15,6 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // helmCLIs are the Helm CLIs every lifecycle scenario runs under.
@@ -195,14 +197,14 @@ func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *tes
 			ctx := context.Background()
 			ns := newNamespace(t, "reinst-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
-			values := merged(baseValues(), map[string]any{
+			values := framework.Merge(baseValues(), map[string]any{
 				"image":      map[string]any{"tag": "v2"},
 				"postgresql": map[string]any{"persistence": map[string]any{"enabled": false}},
 				// slow migrations: a gate that trusted old evidence would let the pods start long before them
-				"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "4s")}},
+				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "4s")}},
 			})
 			r.mustDeploy(values)
-			upgraded := merged(values, map[string]any{"env": []any{envVar("GREETING", "again")}})
+			upgraded := framework.Merge(values, map[string]any{"env": []any{framework.EnvVar("GREETING", "again")}})
 			_, d := r.mustDeploy(upgraded)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			id := r.appIdentity(ctx)
@@ -242,7 +244,7 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			ns := newNamespace(t, "later-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
 			// without migrations the demo never becomes ready on its empty database: no readiness probe ({}: null is the default)
-			r.mustDeploy(merged(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
+			r.mustDeploy(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
 			records := r.anchorName()
 			if _, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("ConfigMap %s exists without migrations (err %v)", records, err)
@@ -272,7 +274,7 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 					t.Fatal(err)
 				}
 			}
-			_, d = r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+			_, d = r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 2
 			id = r.appIdentity(ctx)
@@ -307,14 +309,14 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 			ctx := context.Background()
 			ns := newNamespace(t, "jrb-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
-			base := merged(baseValues(), map[string]any{
+			base := framework.Merge(baseValues(), map[string]any{
 				"migration":  map[string]any{"mode": "job", "backoffLimit": 1},
 				"postgresql": map[string]any{"auth": map[string]any{"password": "rollback-test-password"}},
-				"env":        []any{envVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
+				"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
 			})
 			r.mustDeploy(base)
 			oldID := r.appIdentity(ctx)
-			_, d := r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+			_, d := r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			oldJob := r.fullname() + "-migrate-" + oldID
 			if _, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -371,16 +373,16 @@ func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "revert", restricted)
 	r := newRelease(t, ns, "app", "")
-	base := merged(baseValues(), map[string]any{
+	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 3},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "revert-test-password"}},
-		"env":        []any{envVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
+		"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
 	})
 	v1 := r.template(base)
 	r.apply(v1)
 	r.rolledOut(4 * time.Minute)
 	oldID := r.appIdentity(ctx)
-	r.apply(r.template(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}})))
+	r.apply(r.template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}})))
 	r.rolledOut(4 * time.Minute)
 	oldJob := r.fullname() + "-migrate-" + oldID
 	waitUntil(t, "the TTL controller to delete "+oldJob, 2*time.Minute, func(ctx context.Context) (bool, error) {
@@ -409,10 +411,10 @@ func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing
 	ctx := context.Background()
 	ns := newNamespace(t, "slowdb", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
-	_, d := r.mustDeploy(merged(baseValues(), map[string]any{
-		"postgresql": map[string]any{"env": []any{envVar("POSTGRES_START_DELAY", "60s")}},
+	_, d := r.mustDeploy(framework.Merge(baseValues(), map[string]any{
+		"postgresql": map[string]any{"env": []any{framework.EnvVar("POSTGRES_START_DELAY", "60s")}},
 		"migration": map[string]any{"backoffLimit": 0,
-			"env": []any{envVar("MIGRATE_CONNECT_TIMEOUT", "1s")}},
+			"env": []any{framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "1s")}},
 	}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	id := r.appIdentity(ctx)

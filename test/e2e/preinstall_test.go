@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // The migration as a pre-install hook where the database exists before the release (issue 23 item 12): with
@@ -24,7 +26,7 @@ import (
 
 // externalValues are the chart's values on the external database of ledgerDBManifest.
 func externalValues(tag string, extra map[string]any) map[string]any {
-	return deepMerged(deepMerged(baseValues(), map[string]any{
+	return framework.Merge(framework.Merge(baseValues(), map[string]any{
 		"image":      map[string]any{"tag": tag},
 		"postgresql": map[string]any{"enabled": false},
 		"database":   map[string]any{"existingSecret": "ledger-db", "existingSecretKey": "url"},
@@ -153,7 +155,7 @@ func TestAFirstInstallWithAPlainJobEndsOnlyAtHelmsTimeout(t *testing.T) {
 	res := scenario(t, "external-database-first-install-plain-job-control", env.helm3)
 	l := newLedger(t, env.helm3)
 	r := newRelease(t, l.ns, "app", env.helm3)
-	values := externalValues("v1", deepMerged(failingMigration, map[string]any{"migration": map[string]any{"preInstallHook": false}}))
+	values := externalValues("v1", framework.Merge(failingMigration, map[string]any{"migration": map[string]any{"preInstallHook": false}}))
 	const timeout = 75 * time.Second
 	out, job, lag := r.failedInstall(values, timeout)
 	if job == r.fullname()+"-migrate" {

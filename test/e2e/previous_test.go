@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // previousChart extracts the chart of the previous release (hack/previous-release) from git and returns its
@@ -99,8 +101,8 @@ func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string, s
 		onFailure = "--atomic"
 	}
 	next := strconv.Itoa(schema + 1)
-	failing := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v" + next},
-		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", next)}}})
+	failing := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v" + next},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", next)}}})
 	out, _, err = r.deploy(failing, onFailure)
 	if err == nil {
 		t.Fatalf("an upgrade whose migration fails succeeded:\n%s", out)
@@ -160,7 +162,7 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 				t.Fatalf("the installed release is not chart version %s:\n%s", version, out)
 			}
 			for i, tag := range []string{"v2", "v3"} {
-				values := merged(baseValues(), map[string]any{"image": map[string]any{"tag": tag}})
+				values := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": tag}})
 				if i == 1 {
 					// explicit nulls (what --reuse-values from a chart without these keys gives too): the
 					// library's defaults, not `--keep "<nil>"`

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // forceFlag is the CLI's flag for updates by replacement (a PUT of the rendered object): Helm 4 renamed it.
@@ -36,7 +38,7 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 			r := newRelease(t, ns, "app", h.bin)
 			// the Jobs go at once: only the records can release the pods of a rollback
 			values := func(tag string) map[string]any {
-				return merged(baseValues(), map[string]any{"image": map[string]any{"tag": tag},
+				return framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": tag},
 					"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
 			}
 			var ids []string
@@ -114,7 +116,7 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 			ns := newNamespace(t, "kept-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
 			r.mustDeploy(baseValues())
-			values := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+			values := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 			_, d := r.mustDeploy(values)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			id := r.appIdentity(ctx)

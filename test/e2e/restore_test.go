@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // An external database restored from a dump taken before the last upgrade (issue: the records tell the truth
@@ -23,14 +25,14 @@ import (
 // restoreValues are the chart's values on the external database of ledgerDBManifest, the app pods gated by
 // `demo migrate check`, and the migration's check when check is set.
 func restoreValues(tag string, check bool) map[string]any {
-	v := deepMerged(baseValues(), map[string]any{
+	v := framework.Merge(baseValues(), map[string]any{
 		"image":      map[string]any{"tag": tag},
 		"postgresql": map[string]any{"enabled": false},
 		"database":   map[string]any{"existingSecret": "ledger-db", "existingSecretKey": "url"},
 		"gate":       map[string]any{"mode": "command", "args": []any{"migrate", "check"}},
 	})
 	if check {
-		v = deepMerged(v, map[string]any{"migration": map[string]any{"check": []any{"/demo", "migrate", "check"}}})
+		v = framework.Merge(v, map[string]any{"migration": map[string]any{"check": []any{"/demo", "migrate", "check"}}})
 	}
 	return v
 }

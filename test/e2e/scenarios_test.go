@@ -14,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 var restricted = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
@@ -86,14 +88,14 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 	ctx := context.Background()
 	ns := newNamespace(t, "apply", restricted)
 	r := newRelease(t, ns, "app", "")
-	base := merged(baseValues(), map[string]any{
+	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "apply-test-password"}},
 	})
 	steps := []map[string]any{
 		{"image": map[string]any{"tag": "v1"}},
 		{"image": map[string]any{"tag": "v2"}},
-		{"image": map[string]any{"tag": "v2"}, "env": []any{envVar("GREETING", "a")}},
+		{"image": map[string]any{"tag": "v2"}, "env": []any{framework.EnvVar("GREETING", "a")}},
 		{"image": map[string]any{"tag": "v3"}},
 		{"image": map[string]any{"tag": "v4"}},
 		{"image": map[string]any{"tag": "v5"}},
@@ -104,7 +106,7 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 	var last []byte
 	for i, s := range steps {
 		start := time.Now()
-		last = r.template(merged(base, s))
+		last = r.template(framework.Merge(base, s))
 		r.apply(last)
 		r.rolledOut(4 * time.Minute)
 		id := r.appIdentity(ctx)
@@ -163,9 +165,9 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 	oldID := r.appIdentity(ctx)
 	load := startLoad(t, ns, r.fullname())
 
-	broken := merged(baseValues(), map[string]any{
+	broken := framework.Merge(baseValues(), map[string]any{
 		"image":     map[string]any{"tag": "v2"},
-		"migration": map[string]any{"backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	})
 	out, d, err := r.deploy(broken)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
@@ -195,7 +197,7 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 	}
 	r.assertHeld(ctx, brokenID, 20*time.Second)
 
-	fixed := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+	fixed := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 	_, d = r.mustDeploy(fixed)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 3
@@ -225,12 +227,12 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 	res := scenario(t, "destructive-migration", env.helm4)
 	ns := newNamespace(t, "destr", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
-	r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v5"}}))
+	r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v5"}}))
 	column := "select count(*) from information_schema.columns where table_name='records' and column_name='source'"
 	if r.psqlInt(column) != 1 {
 		t.Fatalf("records.source is missing at v5")
 	}
-	out, d, err := r.deploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"}}))
+	out, d, err := r.deploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	if err == nil {
 		t.Fatalf("the destructive upgrade succeeded without SCHEMA_ACCEPT_DATA_LOSS:\n%s", out)
@@ -247,8 +249,8 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 		t.Errorf("the refused migration's Job has %d failed pods and conditions %+v: want 1 pod and Failed for PodFailurePolicy, not retried",
 			j.Status.Failed, j.Status.Conditions)
 	}
-	_, d = r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"},
-		"migration": map[string]any{"env": []any{envVar("SCHEMA_ACCEPT_DATA_LOSS", "true")}}}))
+	_, d = r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"},
+		"migration": map[string]any{"env": []any{framework.EnvVar("SCHEMA_ACCEPT_DATA_LOSS", "true")}}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 2
 	if r.psqlInt(column) != 0 {
@@ -263,7 +265,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	ns := newNamespace(t, "rbac", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
 	r.mustDeploy(baseValues())
-	r.mustDeploy(merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+	r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
 	job := "jobs.batch/" + r.fullname() + "-migrate"
 	records := "configmaps/" + r.anchorName()
 	store := "configmaps/" + r.storeName()
@@ -312,7 +314,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	// its Role, as the job-mode release renders it: the records ConfigMap by name, create (which RBAC cannot
 	// limit to a name), nothing else
 	jr := newRelease(t, ns, "jobs", env.helm3)
-	jr.mustDeploy(merged(baseValues(), map[string]any{"migration": map[string]any{"mode": "job"},
+	jr.mustDeploy(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "rbac-test-password"}}}))
 	jrecords := "configmaps/" + jr.anchorName()
 	jstore := "configmaps/" + jr.storeName()
@@ -349,10 +351,10 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	r := newRelease(t, ns, "app", env.helm3)
 	// the demo refuses a database newer than itself, like most migration tools: re-running revision 1's
 	// migration on the v2 schema would fail
-	base := merged(baseValues(), map[string]any{"env": []any{envVar("DEMO_REFUSE_NEWER_SCHEMA", "true")}})
+	base := framework.Merge(baseValues(), map[string]any{"env": []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")}})
 	r.mustDeploy(base)
 	firstID := r.appIdentity(ctx)
-	r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	load := startLoad(t, ns, r.fullname())
 	start := time.Now()
 	out := mustRun(t, env.helm3, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
@@ -370,8 +372,8 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	r.assertSkipped(ctx, installJob, 2, 2)
 	r.assertWitness(ctx, firstID)
 	// roll forward again: the v1 pods run on schema 2 (their own plus one), the hook finds nothing to apply
-	_, d := r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{
-		envVar("DEMO_REFUSE_NEWER_SCHEMA", "true"), envVar("GREETING", "again")}}))
+	_, d := r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{
+		framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true"), framework.EnvVar("GREETING", "again")}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 3
 	r.assertWitness(ctx, r.appIdentity(ctx))

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testing.T) {
@@ -18,10 +20,10 @@ func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testin
 	ctx := context.Background()
 	ns := newNamespace(t, "ttl", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
-	values := merged(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 5}})
+	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 5}})
 	_, d := r.mustDeploy(values)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	_, d = r.mustDeploy(merged(values, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	_, d = r.mustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 1
 	for _, s := range res.DurationsSec {
@@ -67,7 +69,7 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "ttlfail", restricted)
 	r := newRelease(t, ns, "app", "")
-	base := merged(baseValues(), map[string]any{
+	base := framework.Merge(baseValues(), map[string]any{
 		"postgresql": map[string]any{"auth": map[string]any{"password": "ttl-test-password"}},
 		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0},
 	})
@@ -75,9 +77,9 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 	r.rolledOut(4 * time.Minute)
 	oldID := r.appIdentity(ctx)
 
-	broken := merged(base, map[string]any{
+	broken := framework.Merge(base, map[string]any{
 		"image":     map[string]any{"tag": "v2"},
-		"migration": map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0, "env": []any{envVar("DEMO_FAIL_MIGRATION", "2")}},
+		"migration": map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	})
 	r.apply(r.template(broken))
 	newID := r.appIdentity(ctx)
@@ -123,10 +125,10 @@ func TestAFirstInstallWithATTLOfZeroPassesHelm3WaitForJobs(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "ttl0", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
-	values := merged(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
+	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
 	_, d := r.mustDeploy(values, "--wait-for-jobs")
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	_, d = r.mustDeploy(merged(values, map[string]any{"image": map[string]any{"tag": "v2"}}), "--wait-for-jobs")
+	_, d = r.mustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}), "--wait-for-jobs")
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 1
 	r.assertWitness(ctx, r.appIdentity(ctx))

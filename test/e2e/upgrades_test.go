@@ -5,12 +5,13 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // upgradeSteps is the sequence every Helm CLI runs after the install: each step changes the migration Job's
@@ -21,31 +22,23 @@ var upgradeSteps = []struct {
 	values map[string]any
 }{
 	{what: "app v2 (adds records.author)", values: map[string]any{"image": map[string]any{"tag": "v2"}}},
-	{what: "env GREETING=one", values: map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{envVar("GREETING", "one")}}},
-	{what: "app v3 (adds an index)", values: map[string]any{"image": map[string]any{"tag": "v3"}, "env": []any{envVar("GREETING", "one")}}},
-	{what: "migration resources", values: map[string]any{"image": map[string]any{"tag": "v3"}, "env": []any{envVar("GREETING", "one")},
+	{what: "env GREETING=one", values: map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{framework.EnvVar("GREETING", "one")}}},
+	{what: "app v3 (adds an index)", values: map[string]any{"image": map[string]any{"tag": "v3"}, "env": []any{framework.EnvVar("GREETING", "one")}}},
+	{what: "migration resources", values: map[string]any{"image": map[string]any{"tag": "v3"}, "env": []any{framework.EnvVar("GREETING", "one")},
 		"migration": map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "20m", "memory": "32Mi"}}}}},
 	{what: "app v4 (adds tags)", values: map[string]any{"image": map[string]any{"tag": "v4"}}},
 	{what: "migration env", values: map[string]any{"image": map[string]any{"tag": "v4"},
-		"migration": map[string]any{"env": []any{envVar("MIGRATE_CONNECT_TIMEOUT", "90s")}}}},
+		"migration": map[string]any{"env": []any{framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "90s")}}}},
 	{what: "app v5 (adds records.source)", values: map[string]any{"image": map[string]any{"tag": "v5"}}},
-	{what: "env GREETING=two", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{envVar("GREETING", "two")}}},
-	{what: "migration resources again", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{envVar("GREETING", "two")},
+	{what: "env GREETING=two", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{framework.EnvVar("GREETING", "two")}}},
+	{what: "migration resources again", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{framework.EnvVar("GREETING", "two")},
 		"migration": map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "30m"}}}}},
-	{what: "env GREETING=three", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{envVar("GREETING", "three")}}},
+	{what: "env GREETING=three", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{framework.EnvVar("GREETING", "three")}}},
 }
-
-func envVar(name, value string) map[string]any { return map[string]any{"name": name, "value": value} }
 
 // baseValues are what every scenario's release starts from.
 func baseValues() map[string]any {
 	return map[string]any{"replicaCount": 2}
-}
-
-func merged(a, b map[string]any) map[string]any {
-	out := maps.Clone(a)
-	maps.Copy(out, b)
-	return out
 }
 
 func upgradeCount() int {
@@ -81,7 +74,7 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 			load := startLoad(t, ns, r.fullname())
 			n := upgradeCount()
 			for i, step := range upgradeSteps[:n] {
-				_, d := r.mustDeploy(merged(baseValues(), step.values))
+				_, d := r.mustDeploy(framework.Merge(baseValues(), step.values))
 				res.Upgrades++
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
 				newID := r.appIdentity(ctx)

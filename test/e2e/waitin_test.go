@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp installs and upgrades with gate.waitIn app:
@@ -24,12 +26,12 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 	steps := []map[string]any{
 		// the install's pods are created with the migration Job and wait for it (45 s)
 		{"image": map[string]any{"tag": "v2"}, "gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"},
-			"migration": map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "45s")}}},
+			"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "45s")}}},
 		{"image": map[string]any{"tag": "v3"}, "gate": map[string]any{"waitIn": "app"}},
 		{"image": map[string]any{"tag": "v4"}, "gate": map[string]any{"waitIn": "app"}},
 	}
 	for i, s := range steps {
-		_, d := r.mustDeploy(merged(baseValues(), s))
+		_, d := r.mustDeploy(framework.Merge(baseValues(), s))
 		res.DurationsSec = append(res.DurationsSec, d.Seconds())
 		if i > 0 {
 			res.Upgrades++
@@ -76,10 +78,10 @@ func TestWithoutAStartupProbeCoveringTheWaitTheLivenessProbeRestartsTheWaitingAp
 	ctx := context.Background()
 	ns := newNamespace(t, "waitinctl", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
-	_, d := r.mustDeploy(merged(baseValues(), map[string]any{
+	_, d := r.mustDeploy(framework.Merge(baseValues(), map[string]any{
 		"image":        map[string]any{"tag": "v2"},
 		"gate":         map[string]any{"waitIn": "app"},
-		"migration":    map[string]any{"env": []any{envVar("DEMO_MIGRATION_DELAY", "45s")}},
+		"migration":    map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "45s")}},
 		"startupProbe": map[string]any{"exec": map[string]any{"command": []any{"/premigrate/gate", "version"}}, "periodSeconds": 1},
 	}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())

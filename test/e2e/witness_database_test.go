@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // The embedded PostgreSQL without persistence keeps its data in its pod's emptyDir: when the pod is made again
@@ -35,13 +37,13 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 			ctx := context.Background()
 			ns := newNamespace(t, "dbreset", restricted)
 			r := newRelease(t, ns, "app", env.helm3)
-			values := merged(baseValues(), map[string]any{
+			values := framework.Merge(baseValues(), map[string]any{
 				"replicaCount": 1,
 				"postgresql":   map[string]any{"persistence": map[string]any{"enabled": false}},
 				"migration":    map[string]any{"bindRecordsToDatabase": c.bound},
 			})
 			r.mustDeploy(values)
-			v2 := merged(values, map[string]any{"image": map[string]any{"tag": "v2"}})
+			v2 := framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}})
 			r.mustDeploy(v2) // the pre-upgrade hook migrates to v2
 			id := r.appIdentity(ctx)
 			r.assertWitness(ctx, id)

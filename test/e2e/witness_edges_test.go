@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/premigrate/premigrate/internal/demo/migrate"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // The witness flags an app process for one of three reasons: it saw a schema older than its version, its
@@ -23,7 +25,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 	res := scenario(t, "control-time-clause", env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "controltime", restricted)
-	values := merged(baseValues(), map[string]any{
+	values := framework.Merge(baseValues(), map[string]any{
 		"image":      map[string]any{"tag": "v2"},
 		"migration":  map[string]any{"mode": "job"},
 		"gate":       map[string]any{"mode": "none"},
@@ -51,8 +53,8 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 			uint32(key>>32), uint32(key))) > 0, nil
 	})
 	start := time.Now()
-	next := merged(values, map[string]any{"migration": map[string]any{"mode": "job",
-		"env": []any{envVar("CONTROL_ENV_ONLY_CHANGE", "1")}}})
+	next := framework.Merge(values, map[string]any{"migration": map[string]any{"mode": "job",
+		"env": []any{framework.EnvVar("CONTROL_ENV_ONLY_CHANGE", "1")}}})
 	r.apply(r.template(next))
 	r.rolledOut(4 * time.Minute)
 	second := r.appIdentity(ctx)
@@ -100,7 +102,7 @@ func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *te
 	r.mustDeploy(baseValues())
 	first := r.appIdentity(ctx)
 
-	v2 := merged(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+	v2 := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 	start := time.Now()
 	mustRun(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--no-hooks", "--values", r.valuesFile(v2))
 	second := r.appIdentity(ctx)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/premigrate/premigrate/internal/demo/migrate"
 	"github.com/premigrate/premigrate/internal/record"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // A migration tool that traps SIGTERM and exits 0 halfway (here the demo's DEMO_EXIT_0_ON_SIGTERM) must not
@@ -30,16 +32,16 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 	r := newRelease(t, ns, "app", env.helm3)
 	// the records bound to no database: with the binding, gate run names the database again after the command
 	// exits, on the stopped context, and fails there too, which would hide a record made after the signal
-	base := merged(baseValues(), map[string]any{
+	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "backoffLimit": 0, "bindRecordsToDatabase": false},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "signalled-test-password"}},
 	})
 	r.mustDeploy(base) // v1, with the database up: the next migration starts at once
 	// v2, whose migration sleeps 600 s inside its transaction
-	slow := merged(base, map[string]any{
+	slow := framework.Merge(base, map[string]any{
 		"image": map[string]any{"tag": "v2"},
 		"migration": map[string]any{"mode": "job", "backoffLimit": 0, "bindRecordsToDatabase": false,
-			"env": []any{envVar("DEMO_MIGRATION_DELAY", "600s"), envVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
+			"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "600s"), framework.EnvVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
 	})
 	start := time.Now()
 	mustRun(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--values", r.valuesFile(slow))
@@ -91,7 +93,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "unreadable", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
-	values := merged(baseValues(), map[string]any{
+	values := framework.Merge(baseValues(), map[string]any{
 		"image":      map[string]any{"tag": "v2"},
 		"migration":  map[string]any{"mode": "job", "backoffLimit": 0},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "unreadable-test-password"}},
@@ -158,13 +160,13 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "pruned", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
-	base := merged(baseValues(), map[string]any{
+	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "keepRecords": 1},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "pruned-test-password"}},
 	})
 	r.mustDeploy(base)
 	first := r.appIdentity(ctx)
-	r.mustDeploy(merged(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	second := r.appIdentity(ctx)
 	data := r.records(ctx)
 	if _, ok := data[second]; !ok || !record.WasPruned(data, first) {
