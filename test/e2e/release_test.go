@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // release is one Helm release of the chart, driven by one Helm CLI (3 or 4).
@@ -37,12 +39,7 @@ func newRelease(t *testing.T, ns, name, helmBin string) *release {
 }
 
 // fullname is the chart's fullname for this release.
-func (r *release) fullname() string {
-	if strings.Contains(r.name, "premigrate") {
-		return r.name
-	}
-	return r.name + "-premigrate"
-}
+func (r *release) fullname() string { return framework.Fullname(r.name) }
 
 // anchorName is the release's records ConfigMap (a Helm object; it held the records up to chart 0.3.0); storeName is the
 // ConfigMap that keeps the records, written by gate run only.

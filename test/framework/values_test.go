@@ -40,3 +40,8 @@ func TestAnEmptyMapAddsItsKeyAndRemovesNothing(t *testing.T) {
 	assert.Equal(t, map[string]any{"readinessProbe": map[string]any{}, "image": map[string]any{"tag": "v1"}},
 		Merge(map[string]any{"image": map[string]any{"tag": "v1"}}, map[string]any{"readinessProbe": map[string]any{}, "image": map[string]any{}}))
 }
+
+func TestTheFullnameIsTheReleaseNameWhenItNamesTheChartElseBothJoined(t *testing.T) {
+	assert.Equal(t, "app-premigrate", Fullname("app"))
+	assert.Equal(t, "premigrate-demo", Fullname("premigrate-demo"))
+}

@@ -32,6 +32,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 const (
@@ -209,11 +211,7 @@ const recordsUID = "3f1c7e0a-records-uid"
 // ownedRecords is the records ConfigMap of release name as an install leaves it: a release object.
 func ownedRecords(name, records string) *corev1.ConfigMap {
 	if records == "" {
-		fullname := name
-		if !strings.Contains(name, "premigrate") {
-			fullname = name + "-premigrate"
-		}
-		records = fullname + "-migrations"
+		records = framework.Fullname(name) + "-migrations"
 	}
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: records, Namespace: namespace, UID: recordsUID,
