@@ -35,15 +35,15 @@ images: tools ## build premigrate's images (gate, demo v1..v7, postgres, bench b
 
 .PHONY: node-image
 node-image: ## build (or find) the kind node image, offline
-	@hack/kind/node-image.sh
+	@hack/offline/kind/node-image.sh
 
 .PHONY: cluster
 cluster: chart-deps images ## create or reuse the kind cluster and load our images (idempotent)
-	@node_image=$$(hack/kind/node-image.sh) && go run ./test/cmd/cluster up --node-image "$$node_image"
+	@node_image=$$(hack/offline/kind/node-image.sh) && go run ./test/cmd/cluster up --node-image "$$node_image"
 
 .PHONY: test-gitops
 test-gitops: tools chart-deps images gitops-images ## only the Flux and Argo CD scenarios (part of make test-e2e)
-	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
+	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
 
 .PHONY: gitops-images
@@ -96,7 +96,7 @@ export E2E_CAPACITY
 
 .PHONY: test-e2e
 test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
-	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
+	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
 .PHONY: test
@@ -108,7 +108,7 @@ test-mutants-unit: ## break the chart, the library and the gate on purpose (hack
 
 .PHONY: test-mutants
 test-mutants: tools chart-deps images ## the mutants at MUTANTS_LEVEL (unit, or cluster: each mutant's cluster scenarios on kind); MUTANTS=<regexp> picks some (MUTANTS.md)
-	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
+	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go run ./hack/mutants --level $(or $(MUTANTS_LEVEL),unit) --only '$(MUTANTS)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants.log"
 
 .PHONY: demo
@@ -116,12 +116,12 @@ demo: ## a kind cluster, the chart installed with its embedded database, upgrade
 	@PREMIGRATE_TOOLS="helm kubectl" hack/tools.sh
 	$(chart_deps)
 	@IMAGE_SET=demo hack/images.sh
-	@node_image=$$(hack/kind/node-image.sh) && go run ./test/cmd/cluster up --node-image "$$node_image"
+	@node_image=$$(hack/offline/kind/node-image.sh) && go run ./test/cmd/cluster up --node-image "$$node_image"
 	@hack/demo.sh
 
 .PHONY: bench
 bench: tools chart-deps images ## measure gate latency, upgrade overhead and sizes; writes a dated report
-	@node_image=$$(hack/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
+	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
 
 .PHONY: docs

@@ -74,7 +74,7 @@ if want kubectl; then
   if [ ! -e "$kubectl_out" ]; then
     if k=$(command -v kubectl) && [ "$(readlink -f "$k")" != "$(readlink -f "$REPO_ROOT/bin/kubectl")" ]; then cp "$k" "$kubectl_out"
     elif [ -x "$PREMIGRATE_CACHE/kind/out/bin/kubectl" ]; then cp "$PREMIGRATE_CACHE/kind/out/bin/kubectl" "$kubectl_out"
-    else step tool-kubectl env K8S_CMDS=kubectl "$HACK_DIR/kind/build-k8s.sh" && cp "$PREMIGRATE_CACHE/kind/out/bin/kubectl" "$kubectl_out"
+    else step tool-kubectl env K8S_CMDS=kubectl "$HACK_DIR/offline/kind/build-k8s.sh" && cp "$PREMIGRATE_CACHE/kind/out/bin/kubectl" "$kubectl_out"
     fi
   fi
   ln -sfn "$kubectl_out" "$REPO_ROOT/bin/kubectl"

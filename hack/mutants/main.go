@@ -506,7 +506,7 @@ func (r *runner) unmutatedImages() error {
 
 // e2e runs the cluster scenarios matching runRE in the copy, on the images of cache.
 func (r *runner) e2e(name, cache, runRE string) (*testReport, error) {
-	node, err := r.output("hack/kind/node-image.sh")
+	node, err := r.output("hack/offline/kind/node-image.sh")
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func run(args []string) error {
 	cache := os.Getenv("PREMIGRATE_CACHE")
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	name := fs.String("name", kindcluster.Name(), "kind cluster name")
-	image := fs.String("node-image", os.Getenv("KIND_NODE_IMAGE"), "kind node image (see hack/kind/node-image.sh)")
+	image := fs.String("node-image", os.Getenv("KIND_NODE_IMAGE"), "kind node image (see hack/offline/kind/node-image.sh)")
 	kubeconfig := fs.String("kubeconfig", filepath.Join(cache, "kubeconfig"), "where to write the kubeconfig")
 	images := fs.String("images", filepath.Join(cache, "images"), "folder of image archives (*.tar) to load")
 	if err := fs.Parse(args[1:]); err != nil {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the node needs besides Kubernetes: containerd (+ctr, shim), crictl, etcd, CoreDNS, pause
 # (Kubernetes' own pause.c, static) and an iptables backend selector for the kube-proxy image.
-. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"; . "$HACK_DIR/kind/env.sh"
-stamp=$KO_BIN/.tools-$(key "${BASH_SOURCE[0]}" "$HACK_DIR"/{iptables-wrapper,mkimg,hostpath-provisioner}/main.go "$HACK_DIR"/imagebuild/imagebuild.go)
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"; . "$HACK_DIR/offline/kind/env.sh"
+stamp=$KO_BIN/.tools-$(key "${BASH_SOURCE[0]}" "$HACK_DIR"/offline/{iptables-wrapper,hostpath-provisioner}/main.go "$HACK_DIR"/mkimg/main.go "$HACK_DIR"/imagebuild/imagebuild.go)
 [ -f "$stamp" ] && { echo "cached: $stamp"; exit 0; }
 cd "$KO_BUILD"
 GOBIN=$KO_BIN go install -trimpath -tags "no_btrfs no_devmapper no_zfs no_aufs" \
@@ -23,7 +23,7 @@ go mod download k8s.io/kubernetes@$K8S_VERSION
 gcc -Os -Wall -Werror -static -DVERSION=v$PAUSE_TAG-premigrate -o "$KO_BIN/pause" \
   "$(go env GOMODCACHE)/k8s.io/kubernetes@$K8S_VERSION/build/pause/linux/pause.c"
 strip "$KO_BIN/pause"
-go build -C "$REPO_ROOT" -trimpath -ldflags "-s -w" -o "$KO_BIN/iptables-wrapper" ./hack/iptables-wrapper
+go build -C "$REPO_ROOT" -trimpath -ldflags "-s -w" -o "$KO_BIN/iptables-wrapper" ./hack/offline/iptables-wrapper
 go build -C "$REPO_ROOT" -trimpath -o "$KO_BIN/mkimg" ./hack/mkimg
-go build -C "$REPO_ROOT" -trimpath -ldflags "-s -w" -o "$KO_BIN/hostpath-provisioner" ./hack/hostpath-provisioner
+go build -C "$REPO_ROOT" -trimpath -ldflags "-s -w" -o "$KO_BIN/hostpath-provisioner" ./hack/offline/hostpath-provisioner
 touch "$stamp"; ls -la "$KO_BIN"

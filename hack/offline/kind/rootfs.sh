@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A Debian bookworm minbase root filesystem with the packages kind's base image installs, plus Debian's runc
 # and CNI plugins. bookworm, not trixie: its systemd 252 still runs on a cgroup v1 host.
-. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"; . "$HACK_DIR/kind/env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"; . "$HACK_DIR/offline/kind/env.sh"
 OUT=$KO/out/rootfs-base-$(key "${BASH_SOURCE[0]}").tar
 [ -f "$OUT" ] && { echo "cached: $OUT"; exit 0; }
 R=$KO_BUILD/rootfs-base; rm -rf "$R"; mkdir -p "$R"

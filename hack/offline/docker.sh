@@ -4,7 +4,7 @@
 #  - a clean PATH, so docker's containerd 1.6 never runs the containerd 2.x shim we build for the node;
 #  - runc-capfilter as the default runtime when this host's capability bounding set lacks capabilities
 #    that dockerd 20.10 grants to --privileged containers (kind nodes are privileged).
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 
 if docker info >/dev/null 2>&1; then
   say "docker: a daemon answers ($(docker info --format '{{.ServerVersion}}' 2>/dev/null))"
@@ -21,7 +21,7 @@ bnd=$(( 16#$(awk '/^CapBnd:/{print $2}' /proc/self/status) ))
 runtime_cfg=''
 if (( (bnd & full) != full )); then
   say "docker: capability bounding set is short (CapBnd=$(printf %x $bnd)); using runc-capfilter"
-  CGO_ENABLED=0 go build -C "$REPO_ROOT" -trimpath -ldflags "-s -w" -o /usr/local/sbin/runc-capfilter ./hack/runc-capfilter
+  CGO_ENABLED=0 go build -C "$REPO_ROOT" -trimpath -ldflags "-s -w" -o /usr/local/sbin/runc-capfilter ./hack/offline/runc-capfilter
   runtime_cfg=', "runtimes": { "runc-capfilter": { "path": "/usr/local/sbin/runc-capfilter" } }, "default-runtime": "runc-capfilter"'
 fi
 mkdir -p /etc/docker

@@ -3,7 +3,7 @@
 # (`kind build node-image` fetches etcd, coredns, pause and kindnetd from registries, so it cannot run here):
 # the same files, units and containerd config, with the control-plane images pre-imported into containerd.
 # Usage: assemble.sh ROOTFS_TAR IMAGE
-. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"; . "$HACK_DIR/kind/env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"; . "$HACK_DIR/offline/kind/env.sh"
 ROOTFS_TAR=$1 NODE_IMAGE=$2
 PROVISIONER_IMAGE=$(cat "$KO_IMAGES/hostpath-provisioner.ref")
 KIND_SRC=$(go env GOMODCACHE)/sigs.k8s.io/kind@$KIND_VERSION
@@ -63,7 +63,7 @@ data:
   cni: "static bridge + host-local 10.244.0.0/24, baked into the node image (single node)"
 EOC
 # storage: kind applies this file at cluster creation. kind's local-path-provisioner is not served by the Go
-# module proxy, so the default class is served by hack/hostpath-provisioner, pre-imported below.
+# module proxy, so the default class is served by hack/offline/hostpath-provisioner, pre-imported below.
 cat >"$R/kind/manifests/default-storage.yaml" <<EOC
 apiVersion: storage.k8s.io/v1
 kind: StorageClass

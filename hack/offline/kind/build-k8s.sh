@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds kubeadm, kubelet, kubectl and the control-plane binaries from the k8s.io/kubernetes module through a
 # generated wrapper module (the module's staging replaces need pinning), with the real version stamped in.
-. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"; . "$HACK_DIR/kind/env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"; . "$HACK_DIR/offline/kind/env.sh"
 CMDS=${K8S_CMDS:-kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy}
 stamp=$KO_BIN/.k8s-$K8S_VERSION-$(echo "$CMDS" | tr ' ' '-')
 [ -f "$stamp" ] && { echo "cached: $stamp"; exit 0; }

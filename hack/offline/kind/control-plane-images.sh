@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the image tarballs kubeadm asks for (kube-apiserver, kube-controller-manager, kube-scheduler,
 # kube-proxy, etcd, coredns, pause) from the binaries built here, with mkimg: no registry involved.
-. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"; . "$HACK_DIR/kind/env.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../../lib.sh"; . "$HACK_DIR/offline/kind/env.sh"
 ROOTFS_TAR=$1
 R=$KO_BUILD/cp-rootfs; rm -rf "$R"; mkdir -p "$R"; tar -C "$R" -xf "$ROOTFS_TAR"
 REG=registry.k8s.io
@@ -46,8 +46,8 @@ mk -o "$KO_IMAGES/kube-proxy.tar" -tag "$REG/kube-proxy:$K8S_VERSION" "${BASE[@]
 mk -o "$KO_IMAGES/etcd.tar" -tag "$REG/etcd:$ETCD_IMAGE_TAG" "${BASE[@]}" -file "$KO_BIN/etcd:/usr/local/bin/etcd" -file "$S/base/tmp:/var/lib/etcd"
 mk -o "$KO_IMAGES/coredns.tar" -tag "$REG/coredns/coredns:$COREDNS_VERSION" "${BASE[@]}" -file "$KO_BIN/coredns:/coredns" -entrypoint /coredns
 mk -o "$KO_IMAGES/pause.tar" -tag "$REG/pause:$PAUSE_TAG" -file "$KO_BIN/pause:/pause" -entrypoint /pause -user 65535:65535
-# the default StorageClass's provisioner (see hack/hostpath-provisioner), tagged by its source's hash
-prov=docker.io/premigrate/hostpath-provisioner:$(key "$HACK_DIR/hostpath-provisioner/main.go")
+# the default StorageClass's provisioner (see hack/offline/hostpath-provisioner), tagged by its source's hash
+prov=docker.io/premigrate/hostpath-provisioner:$(key "$HACK_DIR/offline/hostpath-provisioner/main.go")
 mk -o "$KO_IMAGES/hostpath-provisioner.tar" -tag "$prov" "${BASE[@]}" -file "$KO_BIN/hostpath-provisioner:/hostpath-provisioner" -entrypoint /hostpath-provisioner
 echo "$prov" >"$KO_IMAGES/hostpath-provisioner.ref"
 rm -rf "$R" "$S"
