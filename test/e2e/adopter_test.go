@@ -97,10 +97,10 @@ type ledger struct {
 func newLedger(t *testing.T, helmBin string) *ledger {
 	t.Helper()
 	ns := newNamespace(t, "ledger", restricted)
-	if out, err := runWithStdin([]byte(ledgerDBManifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
+	if out, err := env.run.Input(t, []byte(ledgerDBManifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("creating the ledger's database: %v\n%s", err, out)
 	}
-	mustRun(t, env.kubectl, "wait", "-n", ns, "--for=condition=Ready", "pod/ledger-db", "--timeout=3m")
+	env.run.Must(t, env.kubectl, "wait", "-n", ns, "--for=condition=Ready", "pod/ledger-db", "--timeout=3m")
 	return &ledger{t: t, ns: ns, name: "books", helm: helmBin, db: "ledger"}
 }
 
@@ -112,7 +112,7 @@ func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 	if wait {
 		args = append(args, "--wait")
 	}
-	out, err := runCLI(l.t, l.helm, args...)
+	out, err := env.run.Run(l.t, l.helm, args...)
 	if strings.Contains(out, "field is immutable") {
 		l.t.Fatalf("helm reported an immutable field:\n%s", out)
 	}
@@ -208,8 +208,8 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 				return
 			}
 			// and a restart of every app pod after that is not held: its identity is recorded
-			mustRun(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+l.name+"-ledger")
-			mustRun(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=2m")
+			env.run.Must(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+l.name+"-ledger")
+			env.run.Must(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=2m")
 			l.assertSchema(6, 2)
 		})
 	}
@@ -304,7 +304,7 @@ func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	// the migration finishes after its delay; the app pods, ungated, started (and recorded it) meanwhile
-	mustRun(t, env.kubectl, "wait", "-n", l.ns, "--for=condition=Complete", "job", "-l", "app.kubernetes.io/component=migration", "--timeout=3m")
+	env.run.Must(t, env.kubectl, "wait", "-n", l.ns, "--for=condition=Complete", "job", "-l", "app.kubernetes.io/component=migration", "--timeout=3m")
 	if n := l.earlyStarts(); n == 0 {
 		t.Fatalf("without the gate no app start came before its migration: the evidence cannot see a broken gate")
 	}
@@ -334,7 +334,7 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 	if err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("want the install's migration Job, got %d (%v)", len(jobs.Items), err)
 	}
-	log := mustRun(t, env.kubectl, "logs", "-n", l.ns, "job/"+jobs.Items[0].Name, "-c", "db-proxy")
+	log := env.run.Must(t, env.kubectl, "logs", "-n", l.ns, "job/"+jobs.Items[0].Name, "-c", "db-proxy")
 	if !strings.Contains(log, "proxy: connection") {
 		t.Fatalf("the proxy saw no connection:\n%s", log)
 	}
@@ -348,7 +348,7 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 	if n := l.psqlInt(`SELECT count(*) FROM ledger_pod_starts WHERE wanted = 2`); n != 0 {
 		t.Errorf("%d pods of schema 2 started although its migration failed", n)
 	}
-	mustRun(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=1m")
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=1m")
 }
 
 // ptrText prints an optional number: its value, or "unset".

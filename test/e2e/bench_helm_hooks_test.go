@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +45,7 @@ func TestBenchmarkHelmHookSequence(t *testing.T) {
 	for i := 0; i < rounds; i++ {
 		args := []string{"upgrade", rel.name, env.chart, "-n", rel.ns, "--wait", "--timeout", "4m", "--debug",
 			"--values", rel.valuesFile(map[string]any{"env": []any{framework.EnvVar("ROUND", fmt.Sprint(i))}})}
-		lines, err := timedRun(env.helm4, args...)
+		lines, err := timedRun(t, env.helm4, args...)
 		if err != nil {
 			t.Fatalf("round %d: helm upgrade: %v\n%s", i+1, err, joinLines(lines))
 		}
@@ -72,26 +70,17 @@ func TestBenchmarkHelmHookSequence(t *testing.T) {
 }
 
 // timedRun runs a command and stamps each line of its output (stdout and stderr together) as it arrives.
-func timedRun(bin string, args ...string) ([]timedLine, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = cmd.Stdout
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
+func timedRun(t *testing.T, bin string, args ...string) ([]timedLine, error) {
+	var mu sync.Mutex
 	var lines []timedLine
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 1<<20), 1<<22)
-	for sc.Scan() {
-		lines = append(lines, timedLine{at: time.Since(start), text: sc.Text()})
+	start := time.Now()
+	stamp := func(text string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, timedLine{at: time.Since(start), text: text})
 	}
-	err = cmd.Wait()
-	lines = append(lines, timedLine{at: time.Since(start), text: "(exit)"})
+	_, err := env.run.RunCmd(t, framework.Cmd{Bin: bin, Args: args, OnLine: stamp})
+	stamp("(exit)")
 	return lines, err
 }
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -183,15 +182,15 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 func waitingContainerExits(t *testing.T, ns, id string) map[string]time.Time {
 	t.Helper()
 	node := clusterName() + "-control-plane"
-	ids, err := exec.Command("docker", "exec", node, "crictl", "ps", "-a", "-q", "--name", "^wait$", "--label", "io.kubernetes.pod.namespace="+ns).Output()
+	ids, err := env.run.Stdout(t, "docker", "exec", node, "crictl", "ps", "-a", "-q", "--name", "^wait$", "--label", "io.kubernetes.pod.namespace="+ns)
 	if err != nil {
 		t.Fatalf("listing the waiting containers on %s: %v", node, err)
 	}
-	if len(strings.Fields(string(ids))) == 0 {
+	if len(strings.Fields(ids)) == 0 {
 		return nil
 	}
-	args := append([]string{"exec", node, "crictl", "inspect"}, strings.Fields(string(ids))...)
-	raw, err := exec.Command("docker", args...).Output()
+	args := append([]string{"exec", node, "crictl", "inspect"}, strings.Fields(ids)...)
+	raw, err := env.run.Stdout(t, "docker", args...)
 	if err != nil {
 		t.Fatalf("crictl inspect on %s: %v", node, err)
 	}
@@ -202,9 +201,9 @@ func waitingContainerExits(t *testing.T, ns, id string) map[string]time.Time {
 		} `json:"status"`
 	}
 	var list []container
-	if err := json.Unmarshal(raw, &list); err != nil { // one container is an object, not a list
+	if err := json.Unmarshal([]byte(raw), &list); err != nil { // one container is an object, not a list
 		var one container
-		if err := json.Unmarshal(raw, &one); err != nil {
+		if err := json.Unmarshal([]byte(raw), &one); err != nil {
 			t.Fatalf("decoding crictl inspect: %v", err)
 		}
 		list = []container{one}

@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // The gate at scale: 10, 100 and 1000 waiters on one migration, as processes beside the cluster that talk to
@@ -71,10 +73,10 @@ current-context: waiter
 func buildBenchBinary(t *testing.T, pkg string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Dir = env.repoRoot
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	// built as what ships is built: from the product module alone (hack/images.sh)
+	if _, err := env.run.RunCmd(t, framework.Cmd{Bin: "go", Args: []string{"build", "-o", out, pkg}, Dir: env.repoRoot,
+		Env: map[string]string{"GOWORK": "off"}}); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

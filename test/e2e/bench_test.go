@@ -26,6 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 var bench struct {
@@ -49,8 +51,8 @@ func writeBenchReport() error {
 	if len(bench.numbers) == 0 {
 		return nil
 	}
-	helm3, _ := runTool(env.helm3, "version", "--short")
-	helm4, _ := runTool(env.helm4, "version", "--short")
+	helm3, _ := env.run.RunCmd(nil, framework.Cmd{Bin: env.helm3, Args: []string{"version", "--short"}})
+	helm4, _ := env.run.RunCmd(nil, framework.Cmd{Bin: env.helm4, Args: []string{"version", "--short"}})
 	doc := map[string]any{
 		"date":    time.Now().UTC().Format(time.RFC3339),
 		"machine": fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
@@ -134,7 +136,7 @@ func createWaiterRBAC(t *testing.T, ns string) {
 // timeKey ("time=" in the gate's log lines, "" in the poller's).
 func waitDecision(t *testing.T, ns, pod, timeKey string) time.Time {
 	t.Helper()
-	raw, err := runStdout(env.kubectl, "logs", "-n", ns, pod, "-c", "wait")
+	raw, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, pod, "-c", "wait")
 	if err != nil {
 		t.Fatal(err)
 	}

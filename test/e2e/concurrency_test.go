@@ -84,7 +84,7 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 	}
 	waited := 0
 	for i := 1; i <= 2; i++ {
-		log, err := runStdout(env.kubectl, "logs", "-n", ns, fmt.Sprintf("job/racer-%d", i))
+		log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, fmt.Sprintf("job/racer-%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 
 	waitedForTheGate, refused := 0, 0
 	for _, d := range deploys {
-		log, err := runStdout(env.kubectl, "logs", "-n", ns, "job/"+d.job, "-c", "migrate")
+		log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+d.job, "-c", "migrate")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 				"image":     map[string]any{"tag": "v2"},
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
 			})
-			mustRun(t, h.bin, "install", r.name, env.chart, "-n", ns, "--values", r.valuesFile(install)) // no --wait
+			env.run.Must(t, h.bin, "install", r.name, env.chart, "-n", ns, "--values", r.valuesFile(install)) // no --wait
 			installJob := r.fullname() + "-migrate-" + r.appIdentity(ctx)
 			waitUntil(t, "the install's migration to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
 				pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + installJob})
@@ -282,7 +282,7 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 			id := r.appIdentity(ctx)
 			r.assertWitness(ctx, id)
 
-			log, err := runStdout(env.kubectl, "logs", "-n", ns, "job/"+r.fullname()+"-migrate", "-c", "migrate")
+			log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+r.fullname()+"-migrate", "-c", "migrate")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +338,7 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 		t.Fatalf("v4's identity %s is not recorded after its rollout", newer)
 	}
 
-	mustRun(t, env.kubectl, "patch", "job", "-n", ns, olderJob.Name, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
+	env.run.Must(t, env.kubectl, "patch", "job", "-n", ns, olderJob.Name, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
 	var finished *batchv1.Job
 	waitUntil(t, "v3's migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, olderJob.Name, metav1.GetOptions{})
@@ -358,7 +358,7 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 	if _, ok := r.records(ctx)[older]; ok {
 		t.Errorf("v3's identity %s was recorded after v4's", older)
 	}
-	log, err := runStdout(env.kubectl, "logs", "-n", ns, "job/"+olderJob.Name, "-c", "migrate")
+	log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+olderJob.Name, "-c", "migrate")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +418,7 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			// log now
 			installLog := make(chan string, 1)
 			go func() {
-				out, _ := runStdout(env.kubectl, "logs", "-f", "-n", ns, "job/"+installJob.Name, "-c", "migrate")
+				out, _ := env.run.Stdout(t, env.kubectl, "logs", "-f", "-n", ns, "job/"+installJob.Name, "-c", "migrate")
 				installLog <- out
 			}()
 			_, d := r.mustDeploy(values)
@@ -428,7 +428,7 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 				t.Errorf("the retry moved the Deployment to identity %s, want %s (same values)", got, id)
 			}
 			r.assertWitness(ctx, id)
-			hookLog, err := runStdout(env.kubectl, "logs", "-n", ns, "job/"+r.fullname()+"-migrate", "-c", "migrate")
+			hookLog, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+r.fullname()+"-migrate", "-c", "migrate")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -452,7 +452,7 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			if _, ok := r.records(ctx)[id]; !ok {
 				t.Errorf("identity %s is not recorded after the retry", id)
 			}
-			if status := mustRun(t, h.bin, "status", r.name, "-n", ns); !strings.Contains(status, "STATUS: deployed") {
+			if status := env.run.Must(t, h.bin, "status", r.name, "-n", ns); !strings.Contains(status, "STATUS: deployed") {
 				t.Errorf("the release is not deployed after the retry:\n%s", status)
 			}
 			res.Numbers["migrationRuns"] = float64(r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"))

@@ -4,11 +4,12 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // chart-testing's own install flow: every ci/*-values.yaml installed with --wait in a namespace of its own and
@@ -18,14 +19,12 @@ func TestChartTestingInstallsAndUpgradesEveryCIValuesFile(t *testing.T) {
 	share(t, weightOne, 180*time.Second)
 	res := scenario(t, "ct-install", filepath.Join(env.repoRoot, "bin", "ct"))
 	args := []string{"install", "--config", filepath.Join(env.repoRoot, "ct.yaml"), "--charts", env.chart, "--upgrade=false"}
-	cmd := exec.Command(filepath.Join(env.repoRoot, "bin", "ct"), args...)
-	cmd.Dir = env.repoRoot
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig, "PATH="+filepath.Join(env.repoRoot, "bin")+":"+os.Getenv("PATH"))
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
+	out, err := env.run.RunCmd(t, framework.Cmd{Bin: filepath.Join(env.repoRoot, "bin", "ct"), Args: args, Dir: env.repoRoot,
+		Env: map[string]string{"PATH": filepath.Join(env.repoRoot, "bin") + ":" + os.Getenv("PATH")}})
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	if err != nil {
-		t.Fatalf("ct install: %v\n%s", err, out)
+		t.Fatalf("ct install: %v", err)
 	}
 	if !strings.Contains(string(out), "All charts installed successfully") {
 		t.Errorf("ct install did not report success:\n%s", out)

@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
@@ -57,22 +54,10 @@ func objectsOf(manifests ...string) (map[string]string, error) {
 
 var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
 
-// stdoutOf runs a CLI against the cluster and returns its standard output only (warnings go to stderr).
-func stdoutOf(bin string, args ...string) (string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String(), nil
-}
-
 // previewUpgrade returns the objects `helm upgrade --dry-run=MODE` shows for values, hooks included.
 func (r *release) previewUpgrade(chart string, values map[string]any, mode string) map[string]string {
 	r.t.Helper()
-	out, err := stdoutOf(r.helm, "upgrade", r.name, chart, "-n", r.ns, "--values", r.valuesFile(values),
+	out, err := env.run.Stdout(r.t, r.helm, "upgrade", r.name, chart, "-n", r.ns, "--values", r.valuesFile(values),
 		"--dry-run="+mode, "-o", "json")
 	if err != nil {
 		r.t.Fatalf("previewing the upgrade: %v", err)
@@ -110,11 +95,11 @@ func (r *release) databasePassword() string {
 // applied returns the objects Helm stored for the release's current revision, hooks included.
 func (r *release) applied() map[string]string {
 	r.t.Helper()
-	manifest, err := stdoutOf(r.helm, "get", "manifest", r.name, "-n", r.ns)
+	manifest, err := env.run.Stdout(r.t, r.helm, "get", "manifest", r.name, "-n", r.ns)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	hooks, err := stdoutOf(r.helm, "get", "hooks", r.name, "-n", r.ns)
+	hooks, err := env.run.Stdout(r.t, r.helm, "get", "hooks", r.name, "-n", r.ns)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -155,7 +140,7 @@ func (r *release) upgradeAsPreviewed(values map[string]any) time.Duration {
 	server := r.previewUpgrade(env.chart, values, "server")
 	// no render rotates the embedded database's password: the client-side render, which cannot read the
 	// Secret back, refuses to generate one
-	_, err := stdoutOf(r.helm, "upgrade", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values),
+	_, err := env.run.Stdout(r.t, r.helm, "upgrade", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values),
 		"--dry-run=client", "-o", "json")
 	if err == nil || !strings.Contains(err.Error(), "postgresql.auth.password is required when the chart is rendered without a cluster") {
 		r.t.Errorf("helm upgrade --dry-run=client without a password: %v; want the refusal naming postgresql.auth.password (each client-side render would generate another password)", err)

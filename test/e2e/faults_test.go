@@ -104,7 +104,7 @@ func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *te
 	done := r.deployAsync(values)
 	r.migratingPod(t, 2*time.Minute)
 	time.Sleep(3 * time.Second)
-	mustRun(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=0")
+	env.run.Must(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=0")
 	t.Logf("database scaled to 0 during the migration (the image stops PostgreSQL with SIGINT: a fast shutdown that aborts open transactions)")
 	got := <-done
 	res.DurationsSec = append(res.DurationsSec, got.d.Seconds())
@@ -117,8 +117,8 @@ func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *te
 	if !strings.Contains(got.out, "connect") {
 		t.Errorf("helm's output does not show the migration's connection failure:\n%s", got.out)
 	}
-	mustRun(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=1")
-	mustRun(t, env.kubectl, "rollout", "status", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--timeout=2m")
+	env.run.Must(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=1")
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--timeout=2m")
 	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1" {
 		t.Errorf("schema_migrations holds %q after the failed migration, want 1 (nothing half-applied)", got)
 	}

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,13 +36,12 @@ func gitopsUp(t *testing.T, which string) {
 	defer gitopsMu.Unlock()
 	gitopsOnce[which].Do(func() {
 		for _, args := range [][]string{{"up", which}, {"charts"}} {
-			cmd := exec.Command(filepath.Join(env.repoRoot, "hack", "gitops.sh"), args...)
-			cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig, "KIND_CLUSTER_NAME="+clusterName())
 			start := time.Now()
-			out, err := cmd.CombinedOutput()
+			_, err := env.run.RunCmd(t, framework.Cmd{Bin: filepath.Join(env.repoRoot, "hack", "gitops.sh"), Args: args,
+				Env: map[string]string{"KIND_CLUSTER_NAME": clusterName()}})
 			fmt.Printf("e2e: hack/gitops.sh %s: %s\n", strings.Join(args, " "), time.Since(start).Round(time.Second))
 			if err != nil {
-				gitopsErr[which] = fmt.Errorf("hack/gitops.sh %s: %w\n%s", strings.Join(args, " "), err, out)
+				gitopsErr[which] = err
 				return
 			}
 		}
@@ -146,7 +143,7 @@ func (f fluxRelease) apply(values map[string]any) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if out, err := runWithStdin([]byte(fmt.Sprintf(fluxManifest, f.name, b, f.force)), env.kubectl, "apply", "-n", f.ns, "-f", "-"); err != nil {
+	if out, err := env.run.Input(f.t, []byte(fmt.Sprintf(fluxManifest, f.name, b, f.force)), env.kubectl, "apply", "-n", f.ns, "-f", "-"); err != nil {
 		f.t.Fatalf("applying the HelmRelease: %v\n%s", err, out)
 	}
 }
@@ -230,8 +227,8 @@ func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bo
 		return done(h), nil
 	})
 	if err != nil {
-		status, _ := runStdout(env.kubectl, "get", "helmrelease", f.name, "-n", f.ns, "-o", "jsonpath={.metadata.generation} {.status}")
-		logs, _ := runStdout(env.kubectl, "logs", "-n", "flux-system", "deployment/helm-controller", "--since=15m")
+		status, _ := env.run.Stdout(f.t, env.kubectl, "get", "helmrelease", f.name, "-n", f.ns, "-o", "jsonpath={.metadata.generation} {.status}")
+		logs, _ := env.run.Stdout(f.t, env.kubectl, "logs", "-n", "flux-system", "deployment/helm-controller", "--since=15m")
 		var mine []string
 		for _, l := range strings.Split(logs, "\n") {
 			if strings.Contains(l, `"`+f.ns+`"`) || strings.Contains(l, "panic") {
@@ -328,11 +325,11 @@ func fluxReportsAFailedMigration(t *testing.T) {
 	if v := f.psqlInt("select max(version) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d after the failed migration, want 1", v)
 	}
-	logs := mustRun(t, env.kubectl, "logs", "-n", ns, "job/"+f.fullname()+"-migrate", "-c", "migrate")
+	logs := env.run.Must(t, env.kubectl, "logs", "-n", ns, "job/"+f.fullname()+"-migrate", "-c", "migrate")
 	if !strings.Contains(logs, "injected failure in migration 2") {
 		t.Errorf("the failed migration's log does not say why:\n%s", logs)
 	}
-	mustRun(t, env.kubectl, "rollout", "status", "-n", ns, "deployment/"+f.fullname(), "--timeout=1m")
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", ns, "deployment/"+f.fullname(), "--timeout=1m")
 	f.assertWitness(ctx, oldID)
 	f.assertReconcileKeepsTheFailure(h)
 	// fixed values reconcile
@@ -350,11 +347,11 @@ func fluxReportsAFailedMigration(t *testing.T) {
 func (f fluxRelease) assertReconcileKeepsTheFailure(failed helmRelease) {
 	f.t.Helper()
 	jobUID := func() string {
-		return mustRun(f.t, env.kubectl, "get", "job", f.fullname()+"-migrate", "-n", f.ns, "-o", "jsonpath={.metadata.uid}")
+		return env.run.Must(f.t, env.kubectl, "get", "job", f.fullname()+"-migrate", "-n", f.ns, "-o", "jsonpath={.metadata.uid}")
 	}
 	uid := jobUID()
 	token := time.Now().UTC().Format(time.RFC3339Nano)
-	mustRun(f.t, env.kubectl, "annotate", "helmrelease", f.name, "-n", f.ns, "--overwrite", "reconcile.fluxcd.io/requestedAt="+token)
+	env.run.Must(f.t, env.kubectl, "annotate", "helmrelease", f.name, "-n", f.ns, "--overwrite", "reconcile.fluxcd.io/requestedAt="+token)
 	h := f.settleWhenReturning(2*time.Minute, func(h helmRelease) bool { return h.Status.LastHandledReconcileAt == token })
 	if len(h.Status.History) == 0 || len(failed.Status.History) == 0 || h.Status.History[0].Version != failed.Status.History[0].Version {
 		f.t.Errorf("Flux ran a new Helm action on a reconcile of a failed release: history %+v, was %+v", h.Status.History, failed.Status.History)
@@ -373,7 +370,7 @@ func (f fluxRelease) assertReconcileKeepsTheFailure(failed helmRelease) {
 // helmControllerRestarts is the kubelet's restart count of Flux's helm-controller container.
 func helmControllerRestarts(t *testing.T) int {
 	t.Helper()
-	out := mustRun(t, env.kubectl, "get", "pods", "-n", "flux-system", "-l", "app=helm-controller",
+	out := env.run.Must(t, env.kubectl, "get", "pods", "-n", "flux-system", "-l", "app=helm-controller",
 		"-o", "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount}{\"\\n\"}{end}")
 	n := 0
 	for _, f := range strings.Fields(out) {
@@ -404,9 +401,9 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	before := helmControllerRestarts(t)
 	t.Cleanup(func() {
 		// stop the crash loop: a suspended HelmRelease is not reconciled, then wait for the controller
-		_, _ = runTool(env.kubectl, "patch", "helmrelease", f.name, "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
-		_, _ = runTool(env.kubectl, "rollout", "restart", "deployment/helm-controller", "-n", "flux-system")
-		_, _ = runTool(env.kubectl, "rollout", "status", "deployment/helm-controller", "-n", "flux-system", "--timeout=3m")
+		_, _ = env.run.Run(t, env.kubectl, "patch", "helmrelease", f.name, "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+		_, _ = env.run.Run(t, env.kubectl, "rollout", "restart", "deployment/helm-controller", "-n", "flux-system")
+		_, _ = env.run.Run(t, env.kubectl, "rollout", "status", "deployment/helm-controller", "-n", "flux-system", "--timeout=3m")
 	})
 	f.apply(framework.Merge(values, map[string]any{
 		"image":     map[string]any{"tag": "v2"},
@@ -496,7 +493,7 @@ func (a argoApp) manifest(values map[string]any, automated bool) []byte {
 func (a argoApp) apply(values map[string]any, automated bool) time.Time {
 	a.t.Helper()
 	at := time.Now()
-	if out, err := runWithStdin(a.manifest(values, automated), env.kubectl, "apply", "-f", "-"); err != nil {
+	if out, err := env.run.Input(a.t, a.manifest(values, automated), env.kubectl, "apply", "-f", "-"); err != nil {
 		a.t.Fatalf("applying the Application: %v\n%s", err, out)
 	}
 	return at
@@ -539,7 +536,7 @@ func (a argoApp) operate(resources ...map[string]any) time.Time {
 	}
 	patch, _ := json.Marshal(map[string]any{"operation": map[string]any{"initiatedBy": map[string]any{"username": "e2e"}, "sync": sync}})
 	at := time.Now()
-	mustRun(a.t, env.kubectl, "patch", "application", a.ns, "-n", "argocd", "--type", "merge", "-p", string(patch))
+	env.run.Must(a.t, env.kubectl, "patch", "application", a.ns, "-n", "argocd", "--type", "merge", "-p", string(patch))
 	return at
 }
 
@@ -548,7 +545,7 @@ func newArgoApp(t *testing.T, prefix string) argoApp {
 	ns := newNamespace(t, prefix, restricted)
 	a := argoApp{release: newRelease(t, ns, "shop", "")}
 	t.Cleanup(func() {
-		_, _ = runTool(env.kubectl, "delete", "application", ns, "-n", "argocd", "--wait=true", "--timeout=2m")
+		_, _ = env.run.Run(t, env.kubectl, "delete", "application", ns, "-n", "argocd", "--wait=true", "--timeout=2m")
 	})
 	return a
 }
@@ -625,11 +622,11 @@ func argoReportsAFailedMigration(t *testing.T) {
 	if v := a.psqlInt("select max(version) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d after the failed migration, want 1", v)
 	}
-	logs := mustRun(t, env.kubectl, "logs", "-n", a.ns, "job/"+a.fullname()+"-migrate", "-c", "migrate")
+	logs := env.run.Must(t, env.kubectl, "logs", "-n", a.ns, "job/"+a.fullname()+"-migrate", "-c", "migrate")
 	if !strings.Contains(logs, "injected failure in migration 2") {
 		t.Errorf("the failed migration's log does not say why:\n%s", logs)
 	}
-	mustRun(t, env.kubectl, "rollout", "status", "-n", a.ns, "deployment/"+a.fullname(), "--timeout=1m")
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", a.ns, "deployment/"+a.fullname(), "--timeout=1m")
 	a.assertWitness(ctx, oldID)
 }
 
@@ -677,7 +674,7 @@ func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 	if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
 		t.Fatalf("the full sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
 	}
-	mustRun(t, env.kubectl, "rollout", "status", "-n", a.ns, "deployment/"+a.fullname(), "--timeout=3m")
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", a.ns, "deployment/"+a.fullname(), "--timeout=3m")
 	a.assertWitness(ctx, newID)
 }
 
@@ -745,7 +742,7 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 	ids := []string{a.appIdentity(ctx)}
 	for i, tag := range []string{"v2", "v3"} {
 		if tag == "v3" {
-			mustRun(t, env.kubectl, "patch", "configmap", a.anchorName(), "-n", a.ns, "--type", "merge",
+			env.run.Must(t, env.kubectl, "patch", "configmap", a.anchorName(), "-n", a.ns, "--type", "merge",
 				"-p", `{"data":{"marker":"kept only if Argo CD does not replace this object"}}`)
 		}
 		at := a.apply(values(tag), true)

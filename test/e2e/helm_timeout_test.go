@@ -95,7 +95,7 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			// immutable"; docs/troubleshooting.md gives the way out).
 			if h.name == "helm4" {
 				start := time.Now()
-				out, err = runCLI(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+				out, err = env.run.Run(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
 				res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 				if err != nil || strings.Contains(out, "cannot be imported") {
 					t.Fatalf("%s rollback to the install's revision: %v\n%s", h.name, err, out)

@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -49,57 +46,8 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 
 // dumpNamespace logs what a failed scenario left behind.
 func dumpNamespace(t *testing.T, ns string) {
-	out, _ := runTool(env.kubectl, "get", "all,events", "-n", ns, "-o", "wide")
+	out, _ := env.run.Run(t, env.kubectl, "get", "all,events", "-n", ns, "-o", "wide")
 	t.Logf("namespace %s at failure:\n%s", ns, out)
-}
-
-// runTool runs a CLI with the cluster's kubeconfig and returns its combined output.
-func runTool(bin string, args ...string) (string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, out.String())
-	}
-	return out.String(), nil
-}
-
-// runStdout runs a CLI and returns its standard output alone: kubectl may log benign warnings on standard
-// error (e.g. websocket stream notices under load) that must not be parsed as a command's result.
-func runStdout(bin string, args ...string) (string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%s %s: %w\n%s%s", bin, strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String(), nil
-}
-
-// runWithStdin is runTool with the given standard input.
-func runWithStdin(stdin []byte, bin string, args ...string) (string, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+env.kubeconfig)
-	cmd.Stdin = bytes.NewReader(stdin)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %w\n%s", bin, strings.Join(args, " "), err, out.String())
-	}
-	return out.String(), nil
-}
-
-// mustRun is runCLI that fails the test on error.
-func mustRun(t *testing.T, bin string, args ...string) string {
-	t.Helper()
-	out, err := runCLI(t, bin, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // waitUntil polls cond until it returns true, an error, or timeout passes. Between two polls it waits

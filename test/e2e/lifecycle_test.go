@@ -27,7 +27,7 @@ func helmCLIs() []struct{ name, bin string } {
 // uninstall runs `helm uninstall --wait`.
 func (r *release) uninstall() {
 	r.t.Helper()
-	mustRun(r.t, r.helm, "uninstall", r.name, "-n", r.ns, "--wait", "--timeout", "2m")
+	env.run.Must(r.t, r.helm, "uninstall", r.name, "-n", r.ns, "--wait", "--timeout", "2m")
 }
 
 // leftovers lists what is left in the namespace besides what Kubernetes puts there itself and the names in
@@ -146,7 +146,7 @@ func staleJob(ctx context.Context, t *testing.T, r *release, name, id string) {
 // jobLog is the migrate container's log of the Job called name.
 func (r *release) jobLog(name string) string {
 	r.t.Helper()
-	out, err := runStdout(env.kubectl, "logs", "-n", r.ns, "job/"+name, "-c", "migrate")
+	out, err := env.run.Stdout(r.t, env.kubectl, "logs", "-n", r.ns, "job/"+name, "-c", "migrate")
 	if err != nil {
 		r.t.Fatalf("reading the log of Job %s: %v", name, err)
 	}
@@ -264,7 +264,7 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			if _, ok := r.records(ctx)[id]; !ok {
 				t.Errorf("the store %s lacks the record of %s: %v", r.storeName(), id, r.records(ctx))
 			}
-			if manifest := mustRun(t, h.bin, "get", "manifest", r.name, "-n", ns); !strings.Contains(manifest, "name: "+records) {
+			if manifest := env.run.Must(t, h.bin, "get", "manifest", r.name, "-n", ns); !strings.Contains(manifest, "name: "+records) {
 				t.Errorf("the release's manifest does not hold ConfigMap %s: Helm did not adopt it", records)
 			}
 
@@ -324,7 +324,7 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 			}
 
 			start := time.Now()
-			mustRun(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+			env.run.Must(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 			res.Upgrades = 2
 			r.rolledOut(2 * time.Minute)
@@ -336,7 +336,7 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 
 			// Negative control: without the record, the same re-created Job runs the v1 migration, which the
 			// demo refuses on the v2 schema.
-			mustRun(t, env.kubectl, "patch", "configmap", r.storeName(), "-n", ns, "--type", "json",
+			env.run.Must(t, env.kubectl, "patch", "configmap", r.storeName(), "-n", ns, "--type", "json",
 				"-p", fmt.Sprintf(`[{"op":"remove","path":"/data/%s"}]`, oldID))
 			if err := env.client.BatchV1().Jobs(ns).Delete(ctx, oldJob, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 				t.Fatal(err)
@@ -345,7 +345,7 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 				_, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
-			mustRun(t, h.bin, "rollback", r.name, "1", "-n", ns, "--timeout", "2m")
+			env.run.Must(t, h.bin, "rollback", r.name, "1", "-n", ns, "--timeout", "2m")
 			waitUntil(t, "the unrecorded Job "+oldJob+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
 				j, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 				return err == nil && jobFailed(j), nil

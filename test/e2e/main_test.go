@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/premigrate/premigrate/test/e2e/verdict"
+	"github.com/premigrate/premigrate/test/framework"
 	"github.com/premigrate/premigrate/test/kindcluster"
 )
 
@@ -38,6 +38,8 @@ var env struct {
 	helm4      string
 	kubectl    string
 	results    string
+	// run runs every program the scenarios drive (framework.Runner)
+	run *framework.Runner
 	// cluster is the kind cluster of the run, once setup has it (its teardown deletes it only if the run made it)
 	cluster *kindcluster.Cluster
 }
@@ -89,6 +91,11 @@ func run(m *testing.M) int {
 	}
 	// a full run must have the verdict pass; a filtered one keeps go test's own code
 	code, line := verdict.Exit(testFlags(), code, v)
+	if env.run != nil {
+		if err := env.run.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e command logs:", err)
+		}
+	}
 	if env.cluster != nil {
 		said, err := env.cluster.Teardown(os.Getenv("KEEP_CLUSTER") == "1")
 		if err != nil {
@@ -153,13 +160,22 @@ func setup() error {
 			return fmt.Errorf("%s is missing: run `make tools` (or `make test-e2e`)", b)
 		}
 	}
-	if err := checkCLIsOnPath(); err != nil {
-		return err
+	dir, err := os.MkdirTemp("", "premigrate-e2e-")
+	if err != nil {
+		return fmt.Errorf("creating a temp folder for the kubeconfig: %w", err)
 	}
+	env.kubeconfig = filepath.Join(dir, "kubeconfig")
+	// each test's commands and their output go to results/commands/<test>.log; the earlier run's go first
+	commands := filepath.Join(env.results, "commands")
+	if err := os.RemoveAll(commands); err != nil {
+		return fmt.Errorf("removing the earlier run's command logs: %w", err)
+	}
+	env.run = &framework.Runner{Kubeconfig: env.kubeconfig, Dir: commands}
+	fmt.Printf("e2e: every command a test runs, with its output, is logged in %s/<test>.log\n", commands)
 	// the library chart is packaged into the charts that depend on it now, so no test runs a stale copy
 	for _, c := range []string{env.chart, env.example} {
-		if out, err := exec.Command(env.helm3, "dependency", "build", "--skip-refresh", c).CombinedOutput(); err != nil {
-			return fmt.Errorf("helm dependency build %s: %w\n%s", c, err, out)
+		if _, err := env.run.RunCmd(nil, framework.Cmd{Bin: env.helm3, Args: []string{"dependency", "build", "--skip-refresh", c}}); err != nil {
+			return err
 		}
 	}
 	cache := os.Getenv("PREMIGRATE_CACHE")
@@ -172,11 +188,6 @@ func setup() error {
 	if err := startReport(); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "premigrate-e2e-")
-	if err != nil {
-		return fmt.Errorf("creating a temp folder for the kubeconfig: %w", err)
-	}
-	env.kubeconfig = filepath.Join(dir, "kubeconfig")
 	start := time.Now()
 	c, err := kindcluster.Ensure(kindcluster.Options{
 		Name:       clusterName(),

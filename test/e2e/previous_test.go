@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,22 +46,11 @@ func previousChart(t *testing.T) (string, string) {
 	if h := os.Getenv("PREMIGRATE_HISTORY"); h != "" {
 		history = h
 	}
-	archive := exec.Command("git", "-C", history, "archive", commit, "charts/premigrate")
-	extract := exec.Command("tar", "-x", "-C", dir)
-	pipe, err := archive.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	tarball := filepath.Join(dir, "previous.tar")
+	if _, err := env.run.Run(t, "git", "-C", history, "archive", "-o", tarball, commit, "charts/premigrate"); err != nil {
+		t.Fatalf("the previous release's commit %s is not in this clone (%v): the upgrade from it cannot run", commit, err)
 	}
-	extract.Stdin = pipe
-	var stderr strings.Builder
-	archive.Stderr = &stderr
-	if err := extract.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := archive.Run(); err != nil {
-		t.Fatalf("the previous release's commit %s is not in this clone (git archive: %v: %s): the upgrade from it cannot run", commit, err, stderr.String())
-	}
-	if err := extract.Wait(); err != nil {
+	if _, err := env.run.Run(t, "tar", "-x", "-f", tarball, "-C", dir); err != nil {
 		t.Fatalf("extracting the previous chart: %v", err)
 	}
 	return filepath.Join(dir, "charts", "premigrate"), version
@@ -81,7 +69,7 @@ func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string, s
 	t.Helper()
 	ctx := context.Background()
 	runs := r.psqlInt("select count(*) from demo_migrate_runs")
-	out, err := runCLI(t, r.helm, "rollback", r.name, "1", "-n", r.ns, "--wait", "--timeout", "4m")
+	out, err := env.run.Run(t, r.helm, "rollback", r.name, "1", "-n", r.ns, "--wait", "--timeout", "4m")
 	if err != nil {
 		t.Fatalf("rolling back to the previous chart %s (revision 1): %v\n%s", version, err, out)
 	}
@@ -93,7 +81,7 @@ func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string, s
 	var status struct {
 		Version int `json:"version"`
 	}
-	if err := json.Unmarshal([]byte(mustRun(t, r.helm, "status", r.name, "-n", r.ns, "-o", "json")), &status); err != nil || status.Version == 0 {
+	if err := json.Unmarshal([]byte(env.run.Must(t, r.helm, "status", r.name, "-n", r.ns, "-o", "json")), &status); err != nil || status.Version == 0 {
 		t.Fatalf("reading the release's revision after the rollback: %v", err)
 	}
 	onFailure := "--rollback-on-failure"
@@ -121,13 +109,13 @@ func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string, s
 			_, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, installJob, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
-		if out, err := runCLI(t, r.helm, "rollback", r.name, strconv.Itoa(status.Version), "-n", r.ns, "--wait", "--timeout", "4m"); err != nil {
+		if out, err := env.run.Run(t, r.helm, "rollback", r.name, strconv.Itoa(status.Version), "-n", r.ns, "--wait", "--timeout", "4m"); err != nil {
 			t.Fatalf("the documented way out failed: rollback to revision %d: %v\n%s", status.Version, err, out)
 		}
 	} else if strings.Contains(out, "conflict") || strings.Contains(out, "rollback failed") || strings.Contains(out, "an error occurred while rolling back") {
 		t.Errorf("the rollback on failure to the previous chart did not apply cleanly:\n%s", out)
 	}
-	history := mustRun(t, r.helm, "history", r.name, "-n", r.ns, "--max", "1")
+	history := env.run.Must(t, r.helm, "history", r.name, "-n", r.ns, "--max", "1")
 	if !strings.Contains(history, "deployed") || !strings.Contains(history, "premigrate-"+version) {
 		t.Errorf("after the rollback on failure the release is not deployed on chart %s:\n%s", version, history)
 	}
@@ -153,12 +141,12 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 			chart, version := previousChart(t)
 			ns := newNamespace(t, "prev-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
-			out, err := runCLI(t, h.bin, "upgrade", "--install", r.name, chart, "-n", ns, "--wait", "--timeout", "4m",
+			out, err := env.run.Run(t, h.bin, "upgrade", "--install", r.name, chart, "-n", ns, "--wait", "--timeout", "4m",
 				"--values", r.valuesFile(baseValues()))
 			if err != nil {
 				t.Fatalf("installing the previous chart %s: %v", version, err)
 			}
-			if !strings.Contains(mustRun(t, h.bin, "list", "-n", ns), "premigrate-"+version) {
+			if !strings.Contains(env.run.Must(t, h.bin, "list", "-n", ns), "premigrate-"+version) {
 				t.Fatalf("the installed release is not chart version %s:\n%s", version, out)
 			}
 			for i, tag := range []string{"v2", "v3"} {

@@ -47,7 +47,7 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
 				ids = append(ids, r.appIdentity(ctx))
 			}
-			mustRun(t, env.kubectl, "patch", "configmap", r.anchorName(), "-n", ns, "--type", "merge",
+			env.run.Must(t, env.kubectl, "patch", "configmap", r.anchorName(), "-n", ns, "--type", "merge",
 				"-p", `{"data":{"marker":"kept only if Helm does not replace this object"}}`)
 			_, d := r.mustDeploy(values("v3"), forceFlag(h.bin)...)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
@@ -70,7 +70,7 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 
 			// a forced rollback to revision 2: no hook runs; its pods start on their record, nothing migrates
 			start := time.Now()
-			mustRun(t, h.bin, append([]string{"rollback", r.name, "2", "-n", ns, "--wait", "--timeout", "4m"}, forceFlag(h.bin)...)...)
+			env.run.Must(t, h.bin, append([]string{"rollback", r.name, "2", "-n", ns, "--wait", "--timeout", "4m"}, forceFlag(h.bin)...)...)
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 			res.Upgrades = 3
 			r.rolledOut(2 * time.Minute)

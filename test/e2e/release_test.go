@@ -91,7 +91,7 @@ func (r *release) deployArgs(values map[string]any, extra ...string) []string {
 // test, so it may run on another goroutine (deployAsync).
 func (r *release) runDeploy(args []string) (string, time.Duration, error) {
 	start := time.Now()
-	out, err := runCLI(r.t, r.helm, args...)
+	out, err := env.run.Run(r.t, r.helm, args...)
 	return out, time.Since(start), err
 }
 

@@ -63,7 +63,7 @@ func restoredRelease(t *testing.T, check bool) (*release, string, string) {
 		t.Fatalf("schema at version %d after the restore, want 2", v)
 	}
 	start := time.Now()
-	mustRun(t, env.kubectl, "rollout", "restart", "-n", r.ns, "deployment/"+r.fullname())
+	env.run.Must(t, env.kubectl, "rollout", "restart", "-n", r.ns, "deployment/"+r.fullname())
 	// the pod's status names the reason: the failed check's last log line, as its termination message
 	waitUntil(t, "a restarted pod's status to name the schema its gate found", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, p := range r.appPods(ctx, id) {

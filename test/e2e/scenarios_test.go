@@ -26,6 +26,9 @@ func scenario(t *testing.T, name, helmBin string) *scenarioResult {
 	res := &scenarioResult{Scenario: name, Numbers: map[string]float64{}}
 	res.Helm = toolName(helmBin)
 	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the commands this scenario ran, with their output: %s", env.run.LogPath(t.Name()))
+		}
 		res.Result = resultOf(t.Failed(), t.Skipped())
 		res.WallSec = time.Since(start).Seconds()
 		addResult(*res)
@@ -47,7 +50,7 @@ func toolName(bin string) string {
 // template renders the chart with the Helm 3 CLI, for kubectl apply.
 func (r *release) template(values map[string]any) []byte {
 	r.t.Helper()
-	out, err := runCLI(r.t, env.helm3, "template", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values))
+	out, err := env.run.Run(r.t, env.helm3, "template", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -57,7 +60,7 @@ func (r *release) template(values map[string]any) []byte {
 // apply pipes a rendering into kubectl apply and returns kubectl's output.
 func (r *release) apply(manifest []byte) string {
 	r.t.Helper()
-	out, err := runWithStdin(manifest, env.kubectl, "apply", "-n", r.ns, "-f", "-")
+	out, err := env.run.Input(r.t, manifest, env.kubectl, "apply", "-n", r.ns, "-f", "-")
 	if err != nil {
 		r.t.Fatalf("kubectl apply: %v", err)
 	}
@@ -70,7 +73,7 @@ func (r *release) apply(manifest []byte) string {
 // rolledOut waits for the app Deployment's rollout.
 func (r *release) rolledOut(timeout time.Duration) {
 	r.t.Helper()
-	mustRun(r.t, env.kubectl, "rollout", "status", "-n", r.ns, "deployment/"+r.fullname(), "--timeout", timeout.String())
+	env.run.Must(r.t, env.kubectl, "rollout", "status", "-n", r.ns, "deployment/"+r.fullname(), "--timeout", timeout.String())
 }
 
 func (r *release) jobs(ctx context.Context) []batchv1.Job {
@@ -280,7 +283,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 			if c.subresource != "" {
 				args = append(args, "--subresource", c.subresource)
 			}
-			out, _ := runStdout(env.kubectl, args...)
+			out, _ := env.run.Stdout(t, env.kubectl, args...)
 			if got := strings.TrimSpace(out); got != c.want {
 				t.Errorf("%s may %s %s %s: kubectl auth can-i answered %q, want %q", as, c.verb, c.resource, c.subresource, got, c.want)
 			}
@@ -357,7 +360,7 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	load := startLoad(t, ns, r.fullname())
 	start := time.Now()
-	out := mustRun(t, env.helm3, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+	out := env.run.Must(t, env.helm3, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	if strings.Contains(out, "immutable") || strings.Contains(out, "already exists") {
 		t.Errorf("rollback reported a conflict:\n%s", out)

@@ -56,7 +56,7 @@ func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 		}
 		return j.Status.Succeeded == 1, nil
 	})
-	logs := mustRun(t, env.kubectl, "logs", "-n", ns, "job/gate-version")
+	logs := env.run.Must(t, env.kubectl, "logs", "-n", ns, "job/gate-version")
 	if !strings.Contains(logs, env.appVersion) {
 		t.Errorf("gate version printed %q, want it to name %s", logs, env.appVersion)
 	}

@@ -61,7 +61,7 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 					t.Errorf("step %d: the kubelet restarted container %s of pod %s %d time(s) while it waited", i+1, cs.Name, p.Name, cs.RestartCount)
 				}
 			}
-			logs := mustRun(t, env.kubectl, "logs", "-n", ns, p.Name, "-c", "app")
+			logs := env.run.Must(t, env.kubectl, "logs", "-n", ns, p.Name, "-c", "app")
 			if !strings.Contains(logs, "starting /demo") {
 				t.Errorf("step %d: pod %s's log does not show the gate starting the app:\n%s", i+1, p.Name, logs)
 			}

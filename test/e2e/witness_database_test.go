@@ -50,7 +50,7 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 
 			start := time.Now()
 			r.restartDatabaseEmpty(ctx)
-			mustRun(t, env.kubectl, "rollout", "restart", "-n", ns, "deployment/"+r.fullname())
+			env.run.Must(t, env.kubectl, "rollout", "restart", "-n", ns, "deployment/"+r.fullname())
 			// an app process on the new database writes its row there (the app creates the witness's table itself)
 			early := fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and schema_seen < app_version", id)
 			if !c.bound {
@@ -71,7 +71,7 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 					if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 						continue
 					}
-					logs, err := runStdout(env.kubectl, "logs", "-n", ns, p.Name, "-c", "wait-for-migration")
+					logs, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, p.Name, "-c", "wait-for-migration")
 					if err == nil && strings.Contains(logs, "the database changed since identity "+id) {
 						held = p
 						return true, nil
@@ -183,11 +183,11 @@ func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMig
 	}
 	l.assertSchema(2, 2)
 	l.psql("CREATE DATABASE fresh OWNER ledger")
-	mustRun(t, env.kubectl, "patch", "secret", "ledger-db", "-n", l.ns, "--type", "merge",
+	env.run.Must(t, env.kubectl, "patch", "secret", "ledger-db", "-n", l.ns, "--type", "merge",
 		"-p", `{"stringData":{"url":"postgres://ledger:ledger-pw@ledger-db:5432/fresh?sslmode=disable"}}`)
 	start := time.Now()
 	deployment := l.name + "-ledger"
-	mustRun(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+deployment)
+	env.run.Must(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+deployment)
 	waitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := env.client.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=server"})
 		if err != nil {
@@ -197,7 +197,7 @@ func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMig
 			if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 				continue
 			}
-			logs, err := runStdout(env.kubectl, "logs", "-n", l.ns, p.Name, "-c", "wait-for-migration")
+			logs, err := env.run.Stdout(t, env.kubectl, "logs", "-n", l.ns, p.Name, "-c", "wait-for-migration")
 			if err == nil && strings.Contains(logs, "the database changed since identity") {
 				return true, nil
 			}

@@ -104,7 +104,7 @@ func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *te
 
 	v2 := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 	start := time.Now()
-	mustRun(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--no-hooks", "--values", r.valuesFile(v2))
+	env.run.Must(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--no-hooks", "--values", r.valuesFile(v2))
 	second := r.appIdentity(ctx)
 	if second == first {
 		t.Fatalf("the upgrade to v2 kept identity %s", first)

@@ -44,7 +44,7 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 			"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "600s"), framework.EnvVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
 	})
 	start := time.Now()
-	mustRun(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--values", r.valuesFile(slow))
+	env.run.Must(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--values", r.valuesFile(slow))
 	id := r.appIdentity(ctx)
 	job := r.fullname() + "-migrate-" + id
 	key := migrate.LockKey
@@ -105,7 +105,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 
 	// the Job's manifest as Helm applied it, to re-create it as a revert or a TTL's re-apply would
 	var manifest string
-	for _, doc := range strings.Split(mustRun(t, env.helm3, "get", "manifest", r.name, "-n", ns), "\n---") {
+	for _, doc := range strings.Split(env.run.Must(t, env.helm3, "get", "manifest", r.name, "-n", ns), "\n---") {
 		if strings.Contains(doc, "\nkind: Job\n") {
 			manifest = doc
 		}
@@ -113,7 +113,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 	if manifest == "" {
 		t.Fatal("no Job in the release's manifest")
 	}
-	mustRun(t, env.kubectl, "patch", "role", job, "-n", ns, "--type", "json",
+	env.run.Must(t, env.kubectl, "patch", "role", job, "-n", ns, "--type", "json",
 		"-p", `[{"op":"test","path":"/rules/0/resourceNames/1","value":"`+r.storeName()+`"},`+
 			`{"op":"replace","path":"/rules/0/resourceNames","value":["`+r.anchorName()+`"]}]`)
 	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
@@ -124,7 +124,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 	start := time.Now()
-	if _, err := runWithStdin([]byte(manifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
+	if _, err := env.run.Input(t, []byte(manifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("re-creating Job %s: %v", job, err)
 	}
 	// gate run retries the records for --wait-for-configmap (2m), then gives up
@@ -175,7 +175,7 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	runs := r.psqlInt("select count(*) from demo_migrate_runs")
 
 	start := time.Now()
-	mustRun(t, env.helm4, "rollback", r.name, "1", "-n", ns)
+	env.run.Must(t, env.helm4, "rollback", r.name, "1", "-n", ns)
 	job := r.fullname() + "-migrate-" + first
 	waitUntil(t, "the re-created Job "+job+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
