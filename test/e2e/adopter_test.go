@@ -12,6 +12,16 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
+)
+
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	adopterScenarios               = scenarios.DeclareEach(framework.Adoption, "adopter", "helm3", "helm4")
+	adopterLibraryDefaultsScenario = scenarios.Declare(framework.Adoption, "adopter-library-defaults")
+	adopterControlScenario         = scenarios.Declare(framework.Adoption, "adopter-control")
+	migrationProxySidecarScenario  = scenarios.Declare(framework.Adoption, "migration-proxy-sidecar")
 )
 
 // The adopter example (examples/ledger): another app's chart that takes premigrate's machinery from the
@@ -177,7 +187,7 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 	for _, helmBin := range []string{env.helm3, env.helm4} {
 		t.Run(toolName(helmBin), func(t *testing.T) {
 			share(t, weightOne, 180*time.Second)
-			res := scenario(t, "adopter-"+toolName(helmBin), helmBin)
+			res := scenario(t, adopterScenarios[toolName(helmBin)], helmBin)
 			l := newLedger(t, helmBin)
 			values := func(v int, extraEnv ...map[string]any) map[string]any {
 				return map[string]any{"schemaVersion": v, "migrations": map[string]any{"ttlSecondsAfterFinished": 5, "env": append([]map[string]any{}, extraEnv...)}}
@@ -223,7 +233,7 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 // before-hook-creation). The database shows that neither failed migration changed the schema.
 func TestTheLibrarysDefaultsHoldForAnotherAppsChart(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
-	res := scenario(t, "adopter-library-defaults", env.helm4)
+	res := scenario(t, adopterLibraryDefaultsScenario, env.helm4)
 	ctx := context.Background()
 	l := newLedger(t, env.helm4)
 	values := func(v int, extraEnv ...map[string]any) map[string]any {
@@ -294,7 +304,7 @@ func TestTheLibrarysDefaultsHoldForAnotherAppsChart(t *testing.T) {
 // the database records starts that came before the schema: the check that passes above is not vacuous.
 func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
 	share(t, weightOne, 35*time.Second)
-	scenario(t, "adopter-control", env.helm4)
+	scenario(t, adopterControlScenario, env.helm4)
 	l := newLedger(t, env.helm4)
 	values := map[string]any{"schemaVersion": 1, "migrations": map[string]any{
 		"gate": map[string]any{"mode": "none"},
@@ -316,7 +326,7 @@ func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
 // values fail the upgrade, and no pod of the new schema starts.
 func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
-	scenario(t, "migration-proxy-sidecar", env.helm4)
+	scenario(t, migrationProxySidecarScenario, env.helm4)
 	l := newLedger(t, env.helm4)
 	proxied := []map[string]any{{"name": "LEDGER_MIGRATION_DATABASE_URL", "value": "postgres://ledger:ledger-pw@127.0.0.1:6432/ledger?sslmode=disable"}}
 	sidecar := map[string]any{"name": "db-proxy", "image": ledgerImage, "imagePullPolicy": "Never", "restartPolicy": "Always",

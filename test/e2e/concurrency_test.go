@@ -17,9 +17,18 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	installRacingUpgradeScenarios   = scenarios.DeclareEach(framework.Once, "install-racing-upgrade", "helm3", "helm4")
+	timedOutInstallRetriedScenarios = scenarios.DeclareEach(framework.Once, "timed-out-install-retried", "helm3", "helm4")
+	concurrentMigrationsScenario    = scenarios.Declare(framework.Once, "concurrent-migrations")
+	backToBackMigrationsScenario    = scenarios.Declare(framework.Once, "back-to-back-migrations")
+	heldBackOlderMigrationScenario  = scenarios.Declare(framework.Forward, "held-back-older-migration")
+)
+
 func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 	share(t, weightOne, 40*time.Second)
-	res := scenario(t, "concurrent-migrations", env.helm3)
+	res := scenario(t, concurrentMigrationsScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "lock", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
@@ -105,7 +114,7 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 // start and finish times, are in demo_migrate_runs.
 func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *testing.T) {
 	share(t, weightOne, 90*time.Second)
-	res := scenario(t, "back-to-back-migrations", env.kubectl)
+	res := scenario(t, backToBackMigrationsScenario, env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "backtoback", restricted)
 	r := newRelease(t, ns, "app", "")
@@ -248,7 +257,7 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 120*time.Second)
-			res := scenario(t, "install-racing-upgrade-"+h.name, h.bin)
+			res := scenario(t, installRacingUpgradeScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "race-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
@@ -314,7 +323,7 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 // v3 would show there), and the schema as v4 left it.
 func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) {
 	share(t, weightOne, 75*time.Second)
-	res := scenario(t, "held-back-older-migration", env.kubectl)
+	res := scenario(t, heldBackOlderMigrationScenario, env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "heldback", restricted)
 	r := newRelease(t, ns, "app", "")
@@ -398,7 +407,7 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 100*time.Second)
-			res := scenario(t, "timed-out-install-retried-"+h.name, h.bin)
+			res := scenario(t, timedOutInstallRetriedScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "retry-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)

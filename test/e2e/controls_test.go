@@ -12,6 +12,12 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	controlJobModeWithoutGateScenario = scenarios.Declare(framework.Before, "control-1")
+	controlGateAlwaysLetsGoScenario   = scenarios.Declare(framework.Before, "control-2")
+)
+
 // Negative controls: the protection removed, the same oracle. The witness (the app's own record of its start
 // and the schema it saw, the migration's own record in the database) must report the violation; if it did
 // not, the scenarios that pass on it would prove nothing.
@@ -19,12 +25,14 @@ func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	slow := []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "8s")}
 	cases := []struct {
-		name   string
-		helm   bool // helm install; else helm template | kubectl apply
-		values map[string]any
+		name     string
+		scenario framework.Scenario
+		helm     bool // helm install; else helm template | kubectl apply
+		values   map[string]any
 	}{
 		{
-			name: "job mode without the gate: the pods race the Job",
+			name:     "job mode without the gate: the pods race the Job",
+			scenario: controlJobModeWithoutGateScenario,
 			values: map[string]any{
 				"migration":  map[string]any{"mode": "job", "env": slow},
 				"gate":       map[string]any{"mode": "none"},
@@ -32,8 +40,9 @@ func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 			},
 		},
 		{
-			name: "a gate that always lets go",
-			helm: true,
+			name:     "a gate that always lets go",
+			scenario: controlGateAlwaysLetsGoScenario,
+			helm:     true,
 			values: map[string]any{
 				"migration": map[string]any{"env": slow},
 				// the command-mode gate running `demo help`, which exits 0 at once whatever the schema
@@ -44,7 +53,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			share(t, weightOne, 50*time.Second)
-			res := scenario(t, fmt.Sprintf("control-%d", i+1), env.kubectl)
+			res := scenario(t, c.scenario, env.kubectl)
 			ctx := context.Background()
 			ns := newNamespace(t, fmt.Sprintf("control%d", i+1), restricted)
 			values := framework.Merge(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}), c.values)

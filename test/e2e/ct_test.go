@@ -12,12 +12,17 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	ctInstallScenario = scenarios.Declare(framework.EveryPath, "ct-install")
+)
+
 // chart-testing's own install flow: every ci/*-values.yaml installed with --wait in a namespace of its own and
 // `helm test`. Its upgrade step (from a git branch) is not used: the upgrade from the previous release is the
 // scenario upgrade-from-previous-*, which fails when that release cannot be found.
 func TestChartTestingInstallsAndUpgradesEveryCIValuesFile(t *testing.T) {
 	share(t, weightOne, 180*time.Second)
-	res := scenario(t, "ct-install", filepath.Join(env.repoRoot, "bin", "ct"))
+	res := scenario(t, ctInstallScenario, filepath.Join(env.repoRoot, "bin", "ct"))
 	args := []string{"install", "--config", filepath.Join(env.repoRoot, "ct.yaml"), "--charts", env.chart, "--upgrade=false"}
 	start := time.Now()
 	out, err := env.run.RunCmd(t, framework.Cmd{Bin: filepath.Join(env.repoRoot, "bin", "ct"), Args: args, Dir: env.repoRoot,

@@ -14,6 +14,12 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	migrationPodKilledScenario = scenarios.Declare(framework.NeverSkipped, "migration-pod-killed")
+	databaseDownScenario       = scenarios.Declare(framework.NeverSkipped, "database-down")
+)
+
 // deployResult is what deploy returned, for a deploy run in the background.
 type deployResult struct {
 	out string
@@ -56,7 +62,7 @@ func (r *release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
 
 func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
-	res := scenario(t, "migration-pod-killed", env.helm3)
+	res := scenario(t, migrationPodKilledScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "kill", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
@@ -94,7 +100,7 @@ func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 
 func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *testing.T) {
 	share(t, weightOne, 55*time.Second)
-	res := scenario(t, "database-down", env.helm3)
+	res := scenario(t, databaseDownScenario, env.helm3)
 	ns := newNamespace(t, "dbdown", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
 	r.mustDeploy(baseValues())

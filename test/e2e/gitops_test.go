@@ -19,6 +19,18 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	fluxUpgradesScenario              = scenarios.Declare(framework.GitOps, "flux-upgrades")
+	fluxFailedMigrationScenario       = scenarios.Declare(framework.GitOps, "flux-failed-migration")
+	fluxHookOutputLogsControlScenario = scenarios.Declare(framework.GitOps, "flux-hook-output-logs-control")
+	argocdUpgradesScenario            = scenarios.Declare(framework.GitOps, "argocd-upgrades")
+	argocdFailedMigrationScenario     = scenarios.Declare(framework.GitOps, "argocd-failed-migration")
+	argocdSelectiveSyncScenario       = scenarios.Declare(framework.GitOps, "argocd-selective-sync")
+	argocdHookModeScenario            = scenarios.Declare(framework.GitOps, "argocd-hook-mode")
+	argocdReplaceScenario             = scenarios.Declare(framework.GitOps, "argocd-replace")
+)
+
 // The GitOps controllers (hack/gitops.sh): Flux and Argo CD built here, installed into the cluster once per
 // run, and an in-cluster Helm repository serving this checkout's chart.
 
@@ -250,7 +262,7 @@ func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bo
 // of all six identities must survive them.
 func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 	gitopsUp(t, "flux")
-	res := scenario(t, "flux-upgrades", "flux")
+	res := scenario(t, fluxUpgradesScenario, "flux")
 	ctx := context.Background()
 	ns := newNamespace(t, "flux", restricted)
 	f := fluxRelease{release: newRelease(t, ns, "shop", ""), force: true}
@@ -296,7 +308,7 @@ func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 // are fixed, which the last step does.
 func fluxReportsAFailedMigration(t *testing.T) {
 	gitopsUp(t, "flux")
-	scenario(t, "flux-failed-migration", "flux")
+	scenario(t, fluxFailedMigrationScenario, "flux")
 	ctx := context.Background()
 	ns := newNamespace(t, "fluxfail", restricted)
 	f := fluxRelease{release: newRelease(t, ns, "shop", "")}
@@ -390,7 +402,7 @@ func helmControllerRestarts(t *testing.T) int {
 func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	take(t, weightOne, 80*time.Second) // after its siblings: it crashes the controller they use
 	gitopsUp(t, "flux")
-	scenario(t, "flux-hook-output-logs-control", "flux")
+	scenario(t, fluxHookOutputLogsControlScenario, "flux")
 	ns := newNamespace(t, "fluxlogs", restricted)
 	f := fluxRelease{release: newRelease(t, ns, "shop", "")}
 	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
@@ -566,7 +578,7 @@ func argoValues(extra map[string]any) map[string]any {
 // migration.
 func argoSyncsFiveUpgrades(t *testing.T) {
 	gitopsUp(t, "argocd")
-	res := scenario(t, "argocd-upgrades", "argocd")
+	res := scenario(t, argocdUpgradesScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argo")
 	a.apply(argoValues(nil), true)
@@ -598,7 +610,7 @@ func argoSyncsFiveUpgrades(t *testing.T) {
 // serve, the schema is not half-migrated, and the failed Job's log stays readable.
 func argoReportsAFailedMigration(t *testing.T) {
 	gitopsUp(t, "argocd")
-	scenario(t, "argocd-failed-migration", "argocd")
+	scenario(t, argocdFailedMigrationScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argofail")
 	// Argo CD retries a failed automated sync 5 times by default, with back-off (5 s doubling): each retry runs
@@ -635,7 +647,7 @@ func argoReportsAFailedMigration(t *testing.T) {
 // their identity has run, and start once a full sync ran it.
 func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 	gitopsUp(t, "argocd")
-	scenario(t, "argocd-selective-sync", "argocd")
+	scenario(t, argocdSelectiveSyncScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argosel")
 	a.apply(argoValues(nil), true)
@@ -685,7 +697,7 @@ func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 // before the Deployment is applied.
 func argoRendersHookModeAsAnInstall(t *testing.T) {
 	gitopsUp(t, "argocd")
-	scenario(t, "argocd-hook-mode", "argocd")
+	scenario(t, argocdHookModeScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argohook")
 	values := func(tag string) map[string]any {
@@ -726,7 +738,7 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 // The anchor's marker, gone after the replace, shows the replace happened: without it the scenario proves nothing.
 func argoReplaceKeepsEveryRecord(t *testing.T) {
 	gitopsUp(t, "argocd")
-	res := scenario(t, "argocd-replace", "argocd")
+	res := scenario(t, argocdReplaceScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argorepl")
 	a.syncOptions = []string{"Replace=true"}

@@ -14,6 +14,11 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	helmTimeoutScenarios = scenarios.DeclareEach(framework.NeverSkipped, "helm-timeout", "helm3", "helm4")
+)
+
 // Issue: Helm's --timeout (5 minutes by default) can end before the migration (activeDeadlineSeconds 900 s by
 // default). Helm then fails the upgrade and deletes the hooks it may delete, but the Job runs on. Up to chart
 // 0.3.0 the migration's ServiceAccount, Role and RoleBinding were among them (hook-succeeded): the migration
@@ -27,7 +32,7 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 150*time.Second)
-			res := scenario(t, "helm-timeout-"+h.name, h.bin)
+			res := scenario(t, helmTimeoutScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "timeout-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)

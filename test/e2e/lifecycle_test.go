@@ -19,6 +19,15 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	reinstallScenarios       = scenarios.DeclareEach(framework.EveryPath, "reinstall", "helm3", "helm4")
+	enableLaterScenarios     = scenarios.DeclareEach(framework.EveryPath, "enable-later", "helm3", "helm4")
+	jobModeRollbackScenarios = scenarios.DeclareEach(framework.EveryPath, "job-mode-rollback", "helm3", "helm4")
+	gitopsRevertTTLScenario  = scenarios.Declare(framework.EveryPath, "gitops-revert-ttl")
+	slowDatabaseScenario     = scenarios.Declare(framework.NeverSkipped, "slow-database")
+)
+
 // helmCLIs are the Helm CLIs every lifecycle scenario runs under.
 func helmCLIs() []struct{ name, bin string } {
 	return []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}}
@@ -193,7 +202,7 @@ func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *tes
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 120*time.Second)
-			res := scenario(t, "reinstall-"+h.name, h.bin)
+			res := scenario(t, reinstallScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "reinst-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
@@ -239,7 +248,7 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 90*time.Second)
-			res := scenario(t, "enable-later-"+h.name, h.bin)
+			res := scenario(t, enableLaterScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "later-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
@@ -305,7 +314,7 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 100*time.Second)
-			res := scenario(t, "job-mode-rollback-"+h.name, h.bin)
+			res := scenario(t, jobModeRollbackScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "jrb-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
@@ -369,7 +378,7 @@ func jobFailed(j *batchv1.Job) bool {
 // Issue: a GitOps revert after the old Job's TTL removed it re-creates that Job; it must not run again.
 func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 	share(t, weightOne, 50*time.Second)
-	res := scenario(t, "gitops-revert-ttl", env.kubectl)
+	res := scenario(t, gitopsRevertTTLScenario, env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "revert", restricted)
 	r := newRelease(t, ns, "app", "")
@@ -407,7 +416,7 @@ func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 // retry: a migration that gives up after 1 s still succeeds when PostgreSQL takes 60 s to come up.
 func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing.T) {
 	share(t, weightOne, 75*time.Second)
-	res := scenario(t, "slow-database", env.helm4)
+	res := scenario(t, slowDatabaseScenario, env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "slowdb", restricted)
 	r := newRelease(t, ns, "app", env.helm4)

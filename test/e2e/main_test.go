@@ -70,6 +70,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	expected = scenarios.Seal()
 	// the test binary runs in this package's folder: its test files are here
 	if err := verdict.CheckTests(".", helperTests); err != nil {
 		return stopped(fmt.Sprintf("checking the tests: %v", err))
@@ -122,10 +123,10 @@ func checkParallel() error {
 	if err != nil {
 		return fmt.Errorf("reading go test's -parallel %q: %w", f.Value.String(), err)
 	}
-	if need := 2 * len(expectedScenarios); n < need {
+	if need := 2 * len(expected); n < need {
 		return fmt.Errorf("go test -parallel %d is below %d, twice the %d scenarios: scenarios waiting for the cluster would hold every "+
 			"slot while a test holding the cluster waits for one for its subtests, and the run would hang; raise -parallel (Makefile, hack/mutants)",
-			n, need, len(expectedScenarios))
+			n, need, len(expected))
 	}
 	return nil
 }

@@ -16,6 +16,12 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	externalDatabaseFirstInstallFailsFastScenarios      = scenarios.DeclareEach(framework.NeverSkipped, "external-database-first-install-fails-fast", "helm3", "helm4")
+	externalDatabaseFirstInstallPlainJobControlScenario = scenarios.Declare(framework.NeverSkipped, "external-database-first-install-plain-job-control")
+)
+
 // The migration as a pre-install hook where the database exists before the release (issue 23 item 12): with
 // an external database the chart's hook mode makes the install's migration the same pre-install,pre-upgrade
 // hook as every upgrade's. A first install whose migration fails then ends as soon as the Job failed, naming
@@ -76,7 +82,7 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 110*time.Second)
-			res := scenario(t, "external-database-first-install-fails-fast-"+h.name, h.bin)
+			res := scenario(t, externalDatabaseFirstInstallFailsFastScenarios[h.name], h.bin)
 			ctx := context.Background()
 			l := newLedger(t, h.bin) // its namespace, and a PostgreSQL with the Secret ledger-db
 			r := newRelease(t, l.ns, "app", h.bin)
@@ -152,7 +158,7 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 // Helm's waiter never sees the Job's failure and ends at its --timeout.
 func TestAFirstInstallWithAPlainJobEndsOnlyAtHelmsTimeout(t *testing.T) {
 	share(t, weightOne, 100*time.Second)
-	res := scenario(t, "external-database-first-install-plain-job-control", env.helm3)
+	res := scenario(t, externalDatabaseFirstInstallPlainJobControlScenario, env.helm3)
 	l := newLedger(t, env.helm3)
 	r := newRelease(t, l.ns, "app", env.helm3)
 	values := externalValues("v1", framework.Merge(failingMigration, map[string]any{"migration": map[string]any{"preInstallHook": false}}))

@@ -20,6 +20,11 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	upgradeFromPreviousScenarios = scenarios.DeclareEach(framework.EveryPath, "upgrade-from-previous", "helm3", "helm4")
+)
+
 // previousChart extracts the chart of the previous release (hack/previous-release) from git and returns its
 // folder and version. It fails, never skips, when the commit is not in this clone.
 func previousChart(t *testing.T) (string, string) {
@@ -136,7 +141,7 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 190*time.Second)
-			res := scenario(t, "upgrade-from-previous-"+h.name, h.bin)
+			res := scenario(t, upgradeFromPreviousScenarios[h.name], h.bin)
 			ctx := context.Background()
 			chart, version := previousChart(t)
 			ns := newNamespace(t, "prev-"+h.name, restricted)

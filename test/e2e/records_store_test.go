@@ -13,6 +13,12 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	forceUpgradeScenarios          = scenarios.DeclareEach(framework.ThisDatabase, "force-upgrade", "helm3", "helm4")
+	reinstallKeptDatabaseScenarios = scenarios.DeclareEach(framework.ThisDatabase, "reinstall-kept-database", "helm3", "helm4")
+)
+
 // forceFlag is the CLI's flag for updates by replacement (a PUT of the rendered object): Helm 4 renamed it.
 func forceFlag(helmBin string) []string {
 	if toolName(helmBin) == "helm4" {
@@ -32,7 +38,7 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 110*time.Second)
-			res := scenario(t, "force-upgrade-"+h.name, h.bin)
+			res := scenario(t, forceUpgradeScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "force-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)
@@ -111,7 +117,7 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 	for _, h := range helmCLIs() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 140*time.Second)
-			res := scenario(t, "reinstall-kept-database-"+h.name, h.bin)
+			res := scenario(t, reinstallKeptDatabaseScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "kept-"+h.name, restricted)
 			r := newRelease(t, ns, "app", h.bin)

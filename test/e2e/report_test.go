@@ -17,12 +17,14 @@ import (
 	"time"
 
 	"github.com/premigrate/premigrate/test/e2e/verdict"
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // scenarioResult is one scenario's line in results/e2e-report.json.
 type scenarioResult struct {
 	Scenario       string             `json:"scenario"`
-	Result         string             `json:"result"` // pass, fail or skipped
+	Promise        string             `json:"promise"` // what it proves (framework.Promises)
+	Result         string             `json:"result"`  // pass, fail or skipped
 	Helm           string             `json:"helm,omitempty"`
 	Upgrades       int                `json:"upgrades,omitempty"`
 	DurationsSec   []float64          `json:"durationsSec,omitempty"`
@@ -34,20 +36,14 @@ type scenarioResult struct {
 	WallSec        float64            `json:"wallSec"`
 }
 
-// expectedScenarios are the scenarios a full `make test-e2e` runs: the report lists each, and one that did not
-// run shows as "not run" (a run cut short by a panic, a timeout or -run). A full run must report each exactly
-// once, and no other: a scenario added to the tests goes on this list too.
-var expectedScenarios = []string{
-	"adopter-control", "adopter-helm3", "adopter-helm4", "adopter-library-defaults", "migration-proxy-sidecar",
-	"concurrent-migrations", "back-to-back-migrations", "held-back-older-migration", "timed-out-install-retried-helm3", "timed-out-install-retried-helm4", "install-racing-upgrade-helm3", "install-racing-upgrade-helm4", "database-reset-embedded", "database-reset-embedded-control", "database-replaced-external", "database-restored-from-dump", "database-restored-from-dump-control", "external-database-first-install-fails-fast-helm3", "external-database-first-install-fails-fast-helm4", "external-database-first-install-plain-job-control", "control-1", "control-2", "control-time-clause", "no-hooks-upgrade", "records-and-watch-on-a-real-api-server", "signalled-migration", "records-unreadable", "rollback-past-kept-records", "upgrade-from-previous-helm3", "upgrade-from-previous-helm4", "ct-install", "database-down", "destructive-migration",
-	"enable-later-helm3", "enable-later-helm4", "failed-migration", "gate-rbac", "gate-wait-in-app", "gate-wait-in-app-control", "gitops-revert-ttl",
-	"job-mode-kubectl-apply", "job-mode-rollback-helm3", "job-mode-rollback-helm4", "migration-pod-killed",
-	"reinstall-helm3", "reinstall-helm4", "reinstall-kept-database-helm3", "reinstall-kept-database-helm4",
-	"force-upgrade-helm3", "force-upgrade-helm4", "helm-timeout-helm3", "helm-timeout-helm4", "rollback", "slow-database", "ttl-failed", "ttl-succeeded", "ttl-zero-wait-for-jobs",
-	"upgrades-helm3", "upgrades-helm4",
-	"flux-upgrades", "flux-failed-migration", "flux-hook-output-logs-control",
-	"argocd-upgrades", "argocd-failed-migration", "argocd-selective-sync", "argocd-hook-mode", "argocd-replace",
-}
+// scenarios are the declared scenarios: each test file declares the scenarios it proves at package level
+// (framework.Scenarios.Declare), and a full run must report each exactly once, and no other. expected is
+// their list, sealed when the run starts; a scenario that did not run shows as "not run" (a run cut short by a
+// panic, a timeout or -run).
+var (
+	scenarios framework.Scenarios
+	expected  []string
+)
 
 var report struct {
 	sync.Mutex
@@ -109,15 +105,16 @@ func addResult(r scenarioResult) {
 // verdict comes back even when the file cannot be written.
 func saveReport() (verdict.Verdict, error) {
 	sort.SliceStable(report.scenarios, func(i, j int) bool { return report.scenarios[i].Scenario < report.scenarios[j].Scenario })
-	in := verdict.Run{Expected: expectedScenarios, Count: testCount(), Finished: report.final, ExitCode: report.code, Stopped: report.stopped}
+	in := verdict.Run{Expected: expected, Count: testCount(), Finished: report.final, ExitCode: report.code, Stopped: report.stopped}
 	for _, s := range report.scenarios {
 		in.Reported = append(in.Reported, verdict.Reported{Scenario: s.Scenario, Result: s.Result})
 	}
 	v := verdict.Decide(in)
 	all := append([]scenarioResult(nil), report.scenarios...)
 	for _, name := range v.NotRun {
-		all = append(all, scenarioResult{Scenario: name, Result: verdict.NotRun})
+		all = append(all, scenarioResult{Scenario: name, Promise: string(scenarios.PromiseOf(name)), Result: verdict.NotRun})
 	}
+	byPromise(all)
 	doc := map[string]any{
 		"startedAt":  report.started.UTC().Format(time.RFC3339),
 		"wallSec":    time.Since(report.started).Round(time.Second).Seconds(),
@@ -158,18 +155,25 @@ func writeReport(code int) (verdict.Verdict, error) {
 	defer report.Unlock()
 	report.final, report.code = true, code
 	v, err := saveReport()
+	rows := append([]scenarioResult(nil), report.scenarios...)
+	for _, name := range v.NotRun {
+		rows = append(rows, scenarioResult{Scenario: name, Promise: string(scenarios.PromiseOf(name)), Result: verdict.NotRun})
+	}
+	byPromise(rows)
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "SCENARIO\tRESULT\tHELM\tUPGRADES\tMEDIAN UPGRADE\tFAILED REQ\tSENT\tWALL")
-	for _, s := range report.scenarios {
+	promise := ""
+	for _, s := range rows {
+		if s.Promise != promise {
+			promise = s.Promise
+			_, _ = fmt.Fprintf(tw, "\n%s\t\t\t\t\t\t\t\n", strings.ToUpper(promise))
+			_, _ = fmt.Fprintln(tw, "  SCENARIO\tRESULT\tHELM\tUPGRADES\tMEDIAN UPGRADE\tFAILED REQ\tSENT\tWALL")
+		}
 		failed := "-"
 		if s.FailedRequests != nil {
 			failed = fmt.Sprint(*s.FailedRequests)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%.0fs\n", s.Scenario, strings.ToUpper(s.Result), s.Helm,
+		_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%d\t%.0fs\n", s.Scenario, strings.ToUpper(s.Result), s.Helm,
 			s.Upgrades, median(s.DurationsSec), failed, s.SentRequests, s.WallSec)
-	}
-	for _, name := range v.NotRun {
-		_, _ = fmt.Fprintf(tw, "%s\tNOT RUN\t\t\t\t\t\t\n", name)
 	}
 	_ = tw.Flush()
 	fmt.Printf("verdict: %s; report: %s (whole run %s)\n", strings.ToUpper(v.Verdict), reportPath(), time.Since(report.started).Round(time.Second))
@@ -208,3 +212,21 @@ func median(xs []float64) string {
 
 // resultOf is a scenario's result from its test: "fail", "skipped" or "pass".
 func resultOf(failed, skipped bool) string { return verdict.ResultOf(failed, skipped) }
+
+// byPromise orders results by the promise they prove (framework.Promises' order), then by scenario.
+func byPromise(rs []scenarioResult) {
+	rank := func(p string) int {
+		for i, q := range framework.Promises {
+			if string(q) == p {
+				return i
+			}
+		}
+		return len(framework.Promises)
+	}
+	sort.SliceStable(rs, func(i, j int) bool {
+		if a, b := rank(rs[i].Promise), rank(rs[j].Promise); a != b {
+			return a < b
+		}
+		return rs[i].Scenario < rs[j].Scenario
+	})
+}

@@ -13,6 +13,12 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	databaseRestoredFromDumpScenario        = scenarios.Declare(framework.ThisDatabase, "database-restored-from-dump")
+	databaseRestoredFromDumpControlScenario = scenarios.Declare(framework.ThisDatabase, "database-restored-from-dump-control")
+)
+
 // An external database restored from a dump taken before the last upgrade (issue: the records tell the truth
 // about the database): the same URL, so the records, bound to a hash of it, still say the upgrade's migration
 // ran there, and they are right about the past and wrong about the present. migration.check asks the
@@ -86,7 +92,7 @@ func restoredRelease(t *testing.T, check bool) (*release, string, string) {
 
 func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
-	res := scenario(t, "database-restored-from-dump", env.helm4)
+	res := scenario(t, databaseRestoredFromDumpScenario, env.helm4)
 	ctx := context.Background()
 	r, id, restoredAt := restoredRelease(t, true)
 	start := time.Now()
@@ -133,7 +139,7 @@ func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t
 // and the schema stays at 2. The check is what repairs the database.
 func TestWithoutTheCheckARestoredDatabaseIsNeverMigratedAgain(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
-	scenario(t, "database-restored-from-dump-control", env.helm4)
+	scenario(t, databaseRestoredFromDumpControlScenario, env.helm4)
 	r, _, _ := restoredRelease(t, false)
 	if out, _, err := r.deploy(restoreValues("v3", false), "--timeout", "75s"); err == nil {
 		t.Fatalf("without the check the upgrade succeeded on the restored database:\n%s", out)

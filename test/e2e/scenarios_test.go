@@ -18,12 +18,24 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	jobModeKubectlApplyScenario  = scenarios.Declare(framework.EveryPath, "job-mode-kubectl-apply")
+	failedMigrationScenario      = scenarios.Declare(framework.NeverSkipped, "failed-migration")
+	destructiveMigrationScenario = scenarios.Declare(framework.Forward, "destructive-migration")
+	gateRBACScenario             = scenarios.Declare(framework.LeastPrivilege, "gate-rbac")
+	rollbackScenario             = scenarios.Declare(framework.EveryPath, "rollback")
+)
+
 var restricted = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
 
 // scenario records one scenario's result (pass, fail or skipped) in the report when the test ends.
-func scenario(t *testing.T, name, helmBin string) *scenarioResult {
+func scenario(t *testing.T, s framework.Scenario, helmBin string) *scenarioResult {
+	if s.ID() == "" {
+		t.Fatalf("%s records a scenario that was never declared (a variant missing from its DeclareEach?)", t.Name())
+	}
 	start := time.Now()
-	res := &scenarioResult{Scenario: name, Numbers: map[string]float64{}}
+	res := &scenarioResult{Scenario: s.ID(), Promise: string(s.Promise()), Numbers: map[string]float64{}}
 	res.Helm = toolName(helmBin)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -87,7 +99,7 @@ func (r *release) jobs(ctx context.Context) []batchv1.Job {
 
 func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *testing.T) {
 	share(t, weightOne, 210*time.Second)
-	res := scenario(t, "job-mode-kubectl-apply", env.kubectl)
+	res := scenario(t, jobModeKubectlApplyScenario, env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "apply", restricted)
 	r := newRelease(t, ns, "app", "")
@@ -160,7 +172,7 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 
 func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWorks(t *testing.T) {
 	share(t, weightAll(), 45*time.Second)
-	res := scenario(t, "failed-migration", env.helm3)
+	res := scenario(t, failedMigrationScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "fail", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
@@ -227,7 +239,7 @@ func (r *release) jobIdentity(ctx context.Context) string {
 
 func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testing.T) {
 	share(t, weightOne, 45*time.Second)
-	res := scenario(t, "destructive-migration", env.helm4)
+	res := scenario(t, destructiveMigrationScenario, env.helm4)
 	ns := newNamespace(t, "destr", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
 	r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v5"}}))
@@ -263,7 +275,7 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 
 func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	share(t, weightOne, 55*time.Second)
-	scenario(t, "gate-rbac", env.helm3)
+	scenario(t, gateRBACScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "rbac", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
@@ -348,7 +360,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 
 func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	share(t, weightAll(), 80*time.Second)
-	res := scenario(t, "rollback", env.helm3)
+	res := scenario(t, rollbackScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "rollback", restricted)
 	r := newRelease(t, ns, "app", env.helm3)

@@ -14,9 +14,16 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	ttlSucceededScenario       = scenarios.Declare(framework.Before, "ttl-succeeded")
+	ttlFailedScenario          = scenarios.Declare(framework.Before, "ttl-failed")
+	ttlZeroWaitForJobsScenario = scenarios.Declare(framework.Before, "ttl-zero-wait-for-jobs")
+)
+
 func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testing.T) {
 	share(t, weightOne, 40*time.Second)
-	res := scenario(t, "ttl-succeeded", env.helm4)
+	res := scenario(t, ttlSucceededScenario, env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "ttl", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
@@ -65,7 +72,7 @@ func podReady(p corev1.Pod) bool {
 
 func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 	share(t, weightOne, 65*time.Second)
-	res := scenario(t, "ttl-failed", env.kubectl)
+	res := scenario(t, ttlFailedScenario, env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "ttlfail", restricted)
 	r := newRelease(t, ns, "app", "")
@@ -121,7 +128,7 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 // the next upgrade removes it; the hook Jobs of upgrades keep the TTL.
 func TestAFirstInstallWithATTLOfZeroPassesHelm3WaitForJobs(t *testing.T) {
 	share(t, weightOne, 35*time.Second)
-	res := scenario(t, "ttl-zero-wait-for-jobs", env.helm3)
+	res := scenario(t, ttlZeroWaitForJobsScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "ttl0", restricted)
 	r := newRelease(t, ns, "app", env.helm3)

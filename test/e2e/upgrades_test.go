@@ -14,6 +14,11 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	upgradesScenarios = scenarios.DeclareEach(framework.Before, "upgrades", "helm3", "helm4")
+)
+
 // upgradeSteps is the sequence every Helm CLI runs after the install: each step changes the migration Job's
 // pod template (a new app version adding a migration, its env, its resources).
 // The identity covers the whole Job spec, so every step is a new identity, a new migration run and a rollout.
@@ -57,7 +62,7 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load
-			res := scenario(t, "upgrades-"+h.name, h.bin)
+			res := scenario(t, upgradesScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := newNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 			r := newRelease(t, ns, "app", h.bin)

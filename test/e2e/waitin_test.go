@@ -11,6 +11,12 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	gateWaitInAppScenario        = scenarios.Declare(framework.Before, "gate-wait-in-app")
+	gateWaitInAppControlScenario = scenarios.Declare(framework.Before, "gate-wait-in-app-control")
+)
+
 // TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp installs and upgrades with gate.waitIn app:
 // the app container starts as `gate wait ... -- /demo serve` and the gate replaces itself with the app once
 // the migration succeeded. The gate binary comes once as an image volume and then copied by install-gate;
@@ -19,7 +25,7 @@ import (
 // own start, the database's migration runs) proves no app process started before its migration.
 func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T) {
 	share(t, weightOne, 155*time.Second)
-	res := scenario(t, "gate-wait-in-app", env.helm4)
+	res := scenario(t, gateWaitInAppScenario, env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "waitin", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
@@ -74,7 +80,7 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 // binary's `version`) lets the liveness probe run while the gate waits, and the kubelet restarts the container.
 func TestWithoutAStartupProbeCoveringTheWaitTheLivenessProbeRestartsTheWaitingAppContainer(t *testing.T) {
 	share(t, weightOne, 130*time.Second)
-	res := scenario(t, "gate-wait-in-app-control", env.helm4)
+	res := scenario(t, gateWaitInAppControlScenario, env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "waitinctl", restricted)
 	r := newRelease(t, ns, "app", env.helm4)

@@ -18,13 +18,19 @@ import (
 
 	"github.com/premigrate/premigrate/internal/gate"
 	"github.com/premigrate/premigrate/internal/record"
+	"github.com/premigrate/premigrate/test/framework"
+)
+
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	recordsAndWatchOnARealAPIServerScenario = scenarios.Declare(framework.Before, "records-and-watch-on-a-real-api-server")
 )
 
 // The gate's record writes and its watch, against the real API server: the fake clientset of the unit tests
 // ignores resourceVersions on update and field selectors, the two things these protections rest on.
 func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 	share(t, weightOne, 20*time.Second)
-	scenario(t, "records-and-watch-on-a-real-api-server", "")
+	scenario(t, recordsAndWatchOnARealAPIServerScenario, "")
 	ns := newNamespace(t, "apiserver", restricted)
 	ctx := context.Background()
 	const records = "app-migrations"

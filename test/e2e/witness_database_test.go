@@ -16,6 +16,13 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	databaseResetEmbeddedScenario        = scenarios.Declare(framework.ThisDatabase, "database-reset-embedded")
+	databaseResetEmbeddedControlScenario = scenarios.Declare(framework.ThisDatabase, "database-reset-embedded-control")
+	databaseReplacedExternalScenario     = scenarios.Declare(framework.ThisDatabase, "database-replaced-external")
+)
+
 // The embedded PostgreSQL without persistence keeps its data in its pod's emptyDir: when the pod is made again
 // (a drain, an eviction, a node lost) the database restarts empty under the release, and the records still say
 // every identity was migrated. Bound to the database (the pod's UID), a record of the old pod is no evidence:
@@ -25,11 +32,12 @@ import (
 func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigratesIt(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, c := range []struct {
-		name, scenario string
-		bound          bool
+		name     string
+		scenario framework.Scenario
+		bound    bool
 	}{
-		{name: "records bound to the database", scenario: "database-reset-embedded", bound: true},
-		{name: "records not bound: the control", scenario: "database-reset-embedded-control", bound: false},
+		{name: "records bound to the database", scenario: databaseResetEmbeddedScenario, bound: true},
+		{name: "records not bound: the control", scenario: databaseResetEmbeddedControlScenario, bound: false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			share(t, weightOne, 90*time.Second)
@@ -175,7 +183,7 @@ func (r *release) onlyCurrentPods(ctx context.Context, id string, n int) {
 // URL through the library's database.urlSecretName; the embedded scenario above is the control of the rule.
 func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMigratesIt(t *testing.T) {
 	share(t, weightOne, 50*time.Second)
-	res := scenario(t, "database-replaced-external", env.helm4)
+	res := scenario(t, databaseReplacedExternalScenario, env.helm4)
 	l := newLedger(t, env.helm4)
 	values := map[string]any{"schemaVersion": 2}
 	if out, err := l.deploy(values, true); err != nil {

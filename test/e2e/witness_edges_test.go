@@ -16,13 +16,19 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	controlTimeClauseScenario = scenarios.Declare(framework.Before, "control-time-clause")
+	noHooksUpgradeScenario    = scenarios.Declare(framework.EveryPath, "no-hooks-upgrade")
+)
+
 // The witness flags an app process for one of three reasons: it saw a schema older than its version, its
 // identity has no finished migration, or it started before that migration finished. The controls of
 // controls_test.go trip the first; this one trips only the third, which is the sole detector when an
 // identity changes without a schema change (an env-only change: half of the upgrade steps).
 func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *testing.T) {
 	share(t, weightOne, 50*time.Second)
-	res := scenario(t, "control-time-clause", env.kubectl)
+	res := scenario(t, controlTimeClauseScenario, env.kubectl)
 	ctx := context.Background()
 	ns := newNamespace(t, "controltime", restricted)
 	values := framework.Merge(baseValues(), map[string]any{
@@ -95,7 +101,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 // releases them.
 func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
-	res := scenario(t, "no-hooks-upgrade", env.helm3)
+	res := scenario(t, noHooksUpgradeScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "nohooks", restricted)
 	r := newRelease(t, ns, "app", env.helm3)

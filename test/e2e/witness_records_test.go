@@ -20,13 +20,20 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
+// The scenarios this file proves (the report lists each; a full run must run each once).
+var (
+	signalledMigrationScenario      = scenarios.Declare(framework.NeverSkipped, "signalled-migration")
+	recordsUnreadableScenario       = scenarios.Declare(framework.LeastPrivilege, "records-unreadable")
+	rollbackPastKeptRecordsScenario = scenarios.Declare(framework.Forward, "rollback-past-kept-records")
+)
+
 // A migration tool that traps SIGTERM and exits 0 halfway (here the demo's DEMO_EXIT_0_ON_SIGTERM) must not
 // be recorded when its pod is stopped mid-run (a deletion, a drain, a deadline): its pods would start on a
 // half-migrated schema, and every retry would skip the rest. The database, not the gate, says what was applied.
 // The pod is deleted once the migration holds the migrations' lock, so the signal lands mid-run on any machine.
 func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T) {
 	share(t, weightOne, 35*time.Second)
-	res := scenario(t, "signalled-migration", env.helm3)
+	res := scenario(t, signalledMigrationScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "signalled", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
@@ -89,7 +96,7 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 // a TTL) would otherwise run an older migration against a newer schema.
 func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
-	res := scenario(t, "records-unreadable", env.helm3)
+	res := scenario(t, recordsUnreadableScenario, env.helm3)
 	ctx := context.Background()
 	ns := newNamespace(t, "unreadable", restricted)
 	r := newRelease(t, ns, "app", env.helm3)
@@ -156,7 +163,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 // the value to raise, and its pods must fail at once with that reason instead of waiting for the timeout.
 func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
-	res := scenario(t, "rollback-past-kept-records", env.helm4)
+	res := scenario(t, rollbackPastKeptRecordsScenario, env.helm4)
 	ctx := context.Background()
 	ns := newNamespace(t, "pruned", restricted)
 	r := newRelease(t, ns, "app", env.helm4)
