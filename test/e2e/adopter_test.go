@@ -106,7 +106,7 @@ type ledger struct {
 
 func newLedger(t *testing.T, helmBin string) *ledger {
 	t.Helper()
-	ns := newNamespace(t, "ledger", restricted)
+	ns := NewNamespace(t, "ledger", restricted)
 	if out, err := env.run.Input(t, []byte(ledgerDBManifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("creating the ledger's database: %v\n%s", err, out)
 	}
@@ -117,8 +117,8 @@ func newLedger(t *testing.T, helmBin string) *ledger {
 // deploy runs helm upgrade --install of the example chart with values and returns helm's output and error.
 func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 	l.t.Helper()
-	r := &release{t: l.t, ns: l.ns, name: l.name, helm: l.helm}
-	args := []string{"upgrade", "--install", l.name, env.example, "-n", l.ns, "--timeout", "4m", "--values", r.valuesFile(values)}
+	r := &Release{T: l.t, Namespace: l.ns, Name: l.name, Helm: l.helm}
+	args := []string{"upgrade", "--install", l.name, env.example, "-n", l.ns, "--timeout", "4m", "--values", r.ValuesFile(values)}
 	if wait {
 		args = append(args, "--wait")
 	}
@@ -131,7 +131,7 @@ func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 
 func (l *ledger) psql(query string) string {
 	l.t.Helper()
-	out, err := podExec(l.ns, "ledger-db", "psql", "-U", "ledger", "-d", l.db, "-Atc", query)
+	out, err := PodExec(l.ns, "ledger-db", "psql", "-U", "ledger", "-d", l.db, "-Atc", query)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 			}
 			res.Upgrades = 5
 			// the TTL removed the finished hook Jobs: the records, not the Jobs, carry the successes
-			waitUntil(t, "the TTL to remove the migration Jobs", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			WaitUntil(t, "the TTL to remove the migration Jobs", 2*time.Minute, func(ctx context.Context) (bool, error) {
 				jobs, err := env.client.BatchV1().Jobs(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration,app.kubernetes.io/name=ledger"})
 				if err != nil {
 					return false, err

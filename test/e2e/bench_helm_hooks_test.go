@@ -37,14 +37,14 @@ type hookSequence struct {
 }
 
 func TestBenchmarkHelmHookSequence(t *testing.T) {
-	rel := newRelease(t, newNamespace(t, "bench-hooks", restricted), "app", env.helm4)
-	rel.mustDeploy(map[string]any{"env": []any{framework.EnvVar("ROUND", "install")}})
+	rel := NewRelease(t, NewNamespace(t, "bench-hooks", restricted), "app", env.helm4)
+	rel.MustDeploy(map[string]any{"env": []any{framework.EnvVar("ROUND", "install")}})
 	rounds := envInt("BENCH_UPGRADES", 9)
 	var seqs []hookSequence
 	cols := map[string][]float64{}
 	for i := 0; i < rounds; i++ {
-		args := []string{"upgrade", rel.name, env.chart, "-n", rel.ns, "--wait", "--timeout", "4m", "--debug",
-			"--values", rel.valuesFile(map[string]any{"env": []any{framework.EnvVar("ROUND", fmt.Sprint(i))}})}
+		args := []string{"upgrade", rel.Name, env.chart, "-n", rel.Namespace, "--wait", "--timeout", "4m", "--debug",
+			"--values", rel.ValuesFile(map[string]any{"env": []any{framework.EnvVar("ROUND", fmt.Sprint(i))}})}
 		lines, err := timedRun(t, env.helm4, args...)
 		if err != nil {
 			t.Fatalf("round %d: helm upgrade: %v\n%s", i+1, err, joinLines(lines))

@@ -25,8 +25,8 @@ func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
 	for _, n := range envList(t, "BENCH_ROLLOUT_REPLICAS", "2,10,30") {
 		for _, g := range strings.Split(envOr("BENCH_ROLLOUT_GATES", "watch,none,app"), ",") {
 			v := &rolloutVariant{replicas: n, gate: g}
-			v.rel = newRelease(t, newNamespace(t, fmt.Sprintf("bench-ro%d-%s", n, g), restricted), "app", env.helm4)
-			v.rel.mustDeploy(v.values(""))
+			v.rel = NewRelease(t, NewNamespace(t, fmt.Sprintf("bench-ro%d-%s", n, g), restricted), "app", env.helm4)
+			v.rel.MustDeploy(v.values(""))
 			variants = append(variants, v)
 		}
 	}
@@ -35,8 +35,8 @@ func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
 		for k := range variants {
 			v := variants[(i+k)%len(variants)]
 			stop := make(chan struct{})
-			tl, wait := watchUpgrade(t, v.rel.ns, stop)
-			v.rel.mustDeploy(v.values(fmt.Sprint(i)))
+			tl, wait := watchUpgrade(t, v.rel.Namespace, stop)
+			v.rel.MustDeploy(v.values(fmt.Sprint(i)))
 			close(stop)
 			wait()
 			tl.mu.Lock()
@@ -66,7 +66,7 @@ func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
 type rolloutVariant struct {
 	replicas int
 	gate     string
-	rel      *release
+	rel      *Release
 	sec      []float64
 }
 

@@ -45,7 +45,7 @@ type podScaleRun struct {
 
 func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t, "bench-scalepods", restricted)
+	ns := NewNamespace(t, "bench-scalepods", restricted)
 	createWaiterRBAC(t, ns)
 	window := time.Duration(envInt("BENCH_SCALE_WINDOW", 20)) * time.Second
 	var runs []podScaleRun
@@ -74,7 +74,7 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 					t.Fatalf("creating waiter pod %d of %d: %v", i+1, n, err)
 				}
 			}
-			waitUntil(t, fmt.Sprintf("%d %s pods to be waiting", n, kind), 10*time.Minute, func(ctx context.Context) (bool, error) {
+			WaitUntil(t, fmt.Sprintf("%d %s pods to be waiting", n, kind), 10*time.Minute, func(ctx context.Context) (bool, error) {
 				pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=" + id})
 				if err != nil {
 					return false, err
@@ -167,7 +167,7 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 			if err := env.client.BatchV1().Jobs(ns).Delete(ctx, jobName, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, fmt.Sprintf("the %d %s pods to be gone", n, kind), 5*time.Minute, func(ctx context.Context) (bool, error) {
+			WaitUntil(t, fmt.Sprintf("the %d %s pods to be gone", n, kind), 5*time.Minute, func(ctx context.Context) (bool, error) {
 				pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 				return err == nil && len(pods.Items) == 0, err
 			})

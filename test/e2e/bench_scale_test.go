@@ -140,7 +140,7 @@ type scaleRun struct {
 
 func TestBenchmarkWaitersAtScale(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t, "bench-scale", restricted)
+	ns := NewNamespace(t, "bench-scale", restricted)
 	createWaiterRBAC(t, ns)
 	creds := newWaiterCreds(t, ns)
 	gateBin := buildBenchBinary(t, "./cmd/gate")

@@ -155,7 +155,7 @@ func waitDecision(t *testing.T, ns, pod, timeKey string) time.Time {
 
 func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t, "bench-gate", restricted)
+	ns := NewNamespace(t, "bench-gate", restricted)
 	createWaiterRBAC(t, ns)
 	runs := envInt("BENCH_RUNS", 20)
 	var gateLat, pollLat, gateStart, pollStart []float64
@@ -175,7 +175,7 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitUntil(t, "both waiters to be waiting", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		WaitUntil(t, "both waiters to be waiting", 2*time.Minute, func(ctx context.Context) (bool, error) {
 			for _, name := range []string{gated.Name, polled.Name} {
 				p, err := env.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {

@@ -26,7 +26,7 @@ type upgradeVariant struct {
 	name   string
 	helm   string
 	values map[string]any
-	rel    *release
+	rel    *Release
 	wall   []float64
 	phases map[string][]float64
 }
@@ -222,14 +222,14 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 	}
 	for i, v := range variants {
 		v.phases = map[string][]float64{}
-		v.rel = newRelease(t, newNamespace(t, fmt.Sprintf("bench-up%d", i), restricted), "app", v.helm)
+		v.rel = NewRelease(t, NewNamespace(t, fmt.Sprintf("bench-up%d", i), restricted), "app", v.helm)
 		if v.values["migration"] != nil && v.values["migration"].(map[string]any)["enabled"] == false {
 			// without the migration the schema must exist: install with it, then turn it off
-			v.rel.mustDeploy(baseValues())
+			v.rel.MustDeploy(baseValues())
 		}
-		v.rel.mustDeploy(framework.Merge(baseValues(), v.values))
+		v.rel.MustDeploy(framework.Merge(baseValues(), v.values))
 	}
-	floorNS := newNamespace(t, "bench-floor", restricted)
+	floorNS := NewNamespace(t, "bench-floor", restricted)
 	var bareHarness, bareAPI []float64
 	bareJob(t, floorNS, -1) // a warm-up, not a sample: the first Job of a new namespace pays for its setup
 	for i := 0; i < runs; i++ {
@@ -241,9 +241,9 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 		for k := range variants {
 			v := variants[(i+k)%len(variants)] // rotate which variant goes first
 			stop := make(chan struct{})
-			tl, wait := watchUpgrade(t, v.rel.ns, stop)
+			tl, wait := watchUpgrade(t, v.rel.Namespace, stop)
 			start := time.Now()
-			_, d := v.rel.mustDeploy(framework.Merge(framework.Merge(baseValues(), v.values), change))
+			_, d := v.rel.MustDeploy(framework.Merge(framework.Merge(baseValues(), v.values), change))
 			end := time.Now()
 			close(stop)
 			wait()
@@ -252,7 +252,7 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 			for name, sec := range tl.phases(start, end, starts) {
 				v.phases[name] = append(v.phases[name], sec)
 			}
-			if done, ok := v.rel.migrationFinished(v.rel.appIdentity(context.Background())); ok && len(starts) > 0 {
+			if done, ok := v.rel.MigrationFinished(v.rel.AppIdentity(context.Background())); ok && len(starts) > 0 {
 				// the database's end of the migration (demo_migrate_runs) to the first app process of its
 				// identity (the demo's clock): in job mode, where the pods wait before it, the decision to app
 				// start as seen from evidence the gate does not write
@@ -312,11 +312,11 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 
 // processStarts is when each app process of the release's current identity started, by its own clock (the
 // demo_pod_starts witness), by pod name.
-func (r *release) processStarts(ctx context.Context) map[string]time.Time {
-	r.t.Helper()
-	id := r.appIdentity(ctx)
+func (r *Release) processStarts(ctx context.Context) map[string]time.Time {
+	r.T.Helper()
+	id := r.AppIdentity(ctx)
 	out := map[string]time.Time{}
-	rows := r.psql(fmt.Sprintf(`select pod || ' ' || to_char(min(process_started_at) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+	rows := r.Psql(fmt.Sprintf(`select pod || ' ' || to_char(min(process_started_at) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 from demo_pod_starts where identity = '%s' group by pod`, id))
 	for _, line := range strings.Split(rows, "\n") {
 		pod, at, ok := strings.Cut(strings.TrimSpace(line), " ")

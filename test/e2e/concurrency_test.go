@@ -30,10 +30,10 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 	share(t, weightOne, 40*time.Second)
 	res := scenario(t, concurrentMigrationsScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "lock", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
-	r.mustDeploy(baseValues())
-	dep, err := env.client.AppsV1().Deployments(ns).Get(ctx, r.fullname(), metav1.GetOptions{})
+	ns := NewNamespace(t, "lock", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
+	r.MustDeploy(baseValues())
+	dep, err := env.client.AppsV1().Deployments(ns).Get(ctx, r.Fullname(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("getting the app Deployment: %v", err)
 	}
@@ -69,7 +69,7 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	waitUntil(t, "both racing migrations to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "both racing migrations to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		done := 0
 		for i := 1; i <= 2; i++ {
 			j, err := env.client.BatchV1().Jobs(ns).Get(ctx, fmt.Sprintf("racer-%d", i), metav1.GetOptions{})
@@ -84,10 +84,10 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 		return done == 2, nil
 	})
 	res.Numbers["bothDoneSec"] = time.Since(start).Seconds()
-	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4,5" {
+	if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4,5" {
 		t.Errorf("schema_migrations holds versions %q, want each of 1..5 once", got)
 	}
-	applied := r.psqlInt("select coalesce(sum(cardinality(applied)), 0) from demo_migrate_runs where identity like 'racer-%'")
+	applied := r.PsqlInt("select coalesce(sum(cardinality(applied)), 0) from demo_migrate_runs where identity like 'racer-%'")
 	if applied != 4 {
 		t.Errorf("the two racing runs applied %d versions between them, want 4 (2..5, each once)", applied)
 	}
@@ -116,14 +116,14 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 	share(t, weightOne, 90*time.Second)
 	res := scenario(t, backToBackMigrationsScenario, env.kubectl)
 	ctx := context.Background()
-	ns := newNamespace(t, "backtoback", restricted)
-	r := newRelease(t, ns, "app", "")
+	ns := NewNamespace(t, "backtoback", restricted)
+	r := NewRelease(t, ns, "app", "")
 	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "back-to-back-password"}},
 	})
-	r.apply(r.template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v1"}})))
-	r.rolledOut(4 * time.Minute)
+	r.Apply(r.Template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v1"}})))
+	r.RolledOut(4 * time.Minute)
 
 	type deploy struct {
 		tag, id, job string
@@ -137,9 +137,9 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 			// versions 2 and 3, 15 s each: the next two deploys come while it runs
 			values = framework.Merge(values, map[string]any{"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}}})
 		}
-		r.apply(r.template(values))
-		id := r.appIdentity(ctx)
-		job := r.migrationJob(ctx, id)
+		r.Apply(r.Template(values))
+		id := r.AppIdentity(ctx)
+		job := r.MigrationJob(ctx, id)
 		if job == nil {
 			t.Fatalf("deploy of %s: no migration Job for identity %s", tag, id)
 		}
@@ -151,13 +151,13 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 			time.Sleep(8 * time.Second)
 		}
 	}
-	r.rolledOut(4 * time.Minute)
+	r.RolledOut(4 * time.Minute)
 	last := deploys[len(deploys)-1]
-	if got := r.appIdentity(ctx); got != last.id {
+	if got := r.AppIdentity(ctx); got != last.id {
 		t.Fatalf("the Deployment runs identity %s, want the last deploy's %s", got, last.id)
 	}
 	finished := map[string]*batchv1.Job{}
-	waitUntil(t, "every migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "every migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, d := range deploys {
 			j, err := env.client.BatchV1().Jobs(ns).Get(ctx, d.job, metav1.GetOptions{})
 			if err != nil {
@@ -171,7 +171,7 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 		return true, nil
 	})
 	res.Numbers["allFinishedSec"] = time.Since(start).Seconds()
-	r.assertWitness(ctx, last.id)
+	r.AssertWitness(ctx, last.id)
 
 	waitedForTheGate, refused := 0, 0
 	for _, d := range deploys {
@@ -207,7 +207,7 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 	ts := func(col string) string {
 		return "to_char(" + col + " at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')"
 	}
-	rows := strings.Split(r.psql("select identity || ' ' || "+ts("started_at")+" || ' ' || "+ts("finished_at")+
+	rows := strings.Split(r.Psql("select identity || ' ' || "+ts("started_at")+" || ' ' || "+ts("finished_at")+
 		" from demo_migrate_runs where identity in ("+strings.Join(ids, ",")+") order by started_at"), "\n")
 	order := map[string]int{}
 	for i, d := range deploys {
@@ -236,10 +236,10 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 		}
 		prevOrder, prevEnd = i, ended
 	}
-	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4,5" {
+	if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4,5" {
 		t.Errorf("schema_migrations holds %q, want each of 1..5 once", got)
 	}
-	if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + last.id + "'"); n != 1 {
+	if n := r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + last.id + "'"); n != 1 {
 		t.Errorf("the last deploy's migration ran %d times, want once", n)
 	}
 	t.Logf("three deploys back to back: %d waited for the release's lock, %d refused as backwards, all done in %s",
@@ -259,15 +259,15 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 			share(t, weightOne, 120*time.Second)
 			res := scenario(t, installRacingUpgradeScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "race-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
+			ns := NewNamespace(t, "race-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
 			install := framework.Merge(baseValues(), map[string]any{
 				"image":     map[string]any{"tag": "v2"},
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
 			})
-			env.run.Must(t, h.bin, "install", r.name, env.chart, "-n", ns, "--values", r.valuesFile(install)) // no --wait
-			installJob := r.fullname() + "-migrate-" + r.appIdentity(ctx)
-			waitUntil(t, "the install's migration to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			env.run.Must(t, h.bin, "install", r.Name, env.chart, "-n", ns, "--values", r.ValuesFile(install)) // no --wait
+			installJob := r.Fullname() + "-migrate-" + r.AppIdentity(ctx)
+			WaitUntil(t, "the install's migration to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
 				pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + installJob})
 				if err != nil {
 					return false, err
@@ -282,16 +282,16 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 				return false, nil
 			})
 			time.Sleep(3 * time.Second) // inside the install's migration (two versions of 15 s)
-			_, d, err := r.deploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v3"}}))
+			_, d, err := r.Deploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v3"}}))
 			if err != nil {
 				t.Fatalf("the first upgrade, while the install's migration ran: %v", err)
 			}
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 1
-			id := r.appIdentity(ctx)
-			r.assertWitness(ctx, id)
+			id := r.AppIdentity(ctx)
+			r.AssertWitness(ctx, id)
 
-			log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+r.fullname()+"-migrate", "-c", "migrate")
+			log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+r.Fullname()+"-migrate", "-c", "migrate")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -301,13 +301,13 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 			if !strings.Contains(log, "another migration of this release holds the lock") {
 				t.Errorf("the upgrade's migration did not wait for the install's: the race this scenario is about did not happen; its log:\n%s", log)
 			}
-			if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3" {
+			if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3" {
 				t.Errorf("schema_migrations holds %q, want each of 1..3 once", got)
 			}
-			if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
+			if n := r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
 				t.Errorf("the upgrade's migration ran %d times, want once", n)
 			}
-			if _, ok := r.records(ctx)[id]; !ok {
+			if _, ok := r.Records(ctx)[id]; !ok {
 				t.Errorf("the upgrade's identity %s is not recorded", id)
 			}
 			t.Logf("the first upgrade, started while the install's migration ran, took %s; the upgrade's migration log:\n%s", d.Round(time.Second), log)
@@ -325,31 +325,31 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 	share(t, weightOne, 75*time.Second)
 	res := scenario(t, heldBackOlderMigrationScenario, env.kubectl)
 	ctx := context.Background()
-	ns := newNamespace(t, "heldback", restricted)
-	r := newRelease(t, ns, "app", "")
+	ns := NewNamespace(t, "heldback", restricted)
+	r := NewRelease(t, ns, "app", "")
 	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "held-back-password"}},
 	})
-	r.apply(suspendJobs(t, r.template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v3"}}))))
-	older := r.appIdentity(ctx)
-	olderJob := r.migrationJob(ctx, older)
+	r.Apply(suspendJobs(t, r.Template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v3"}}))))
+	older := r.AppIdentity(ctx)
+	olderJob := r.MigrationJob(ctx, older)
 	if olderJob == nil || olderJob.Spec.Suspend == nil || !*olderJob.Spec.Suspend {
 		t.Fatalf("v3's migration Job (identity %s) was not applied suspended: %+v", older, olderJob)
 	}
 	time.Sleep(1100 * time.Millisecond) // Jobs' creation times have a resolution of one second
 	start := time.Now()
-	r.apply(r.template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v4"}})))
-	newer := r.appIdentity(ctx)
-	r.rolledOut(4 * time.Minute)
+	r.Apply(r.Template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v4"}})))
+	newer := r.AppIdentity(ctx)
+	r.RolledOut(4 * time.Minute)
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-	if _, ok := r.records(ctx)[newer]; !ok {
+	if _, ok := r.Records(ctx)[newer]; !ok {
 		t.Fatalf("v4's identity %s is not recorded after its rollout", newer)
 	}
 
 	env.run.Must(t, env.kubectl, "patch", "job", "-n", ns, olderJob.Name, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
 	var finished *batchv1.Job
-	waitUntil(t, "v3's migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "v3's migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, olderJob.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -358,13 +358,13 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 		return j.Status.Succeeded > 0 || jobFailed(j), nil
 	})
 	res.Upgrades = 2
-	if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + older + "'"); n != 0 {
+	if n := r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + older + "'"); n != 0 {
 		t.Errorf("v3's migration ran %d times after v4's had succeeded: an older migration ran after a newer one", n)
 	}
-	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4" {
+	if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4" {
 		t.Errorf("schema_migrations holds %q, want 1..4 as v4's migration left it", got)
 	}
-	if _, ok := r.records(ctx)[older]; ok {
+	if _, ok := r.Records(ctx)[older]; ok {
 		t.Errorf("v3's identity %s was recorded after v4's", older)
 	}
 	log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+olderJob.Name, "-c", "migrate")
@@ -374,10 +374,10 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 	if !failedFor(finished, "PodFailurePolicy") || !strings.Contains(log, "a migration never runs after one deployed after it") {
 		t.Errorf("v3's Job was not refused at once as backwards (conditions %+v); its log:\n%s", finished.Status.Conditions, log)
 	}
-	if got := r.appIdentity(ctx); got != newer {
+	if got := r.AppIdentity(ctx); got != newer {
 		t.Errorf("the Deployment runs identity %s, want v4's %s", got, newer)
 	}
-	r.assertWitness(ctx, newer)
+	r.AssertWitness(ctx, newer)
 }
 
 // suspendJobs marks every Job of a rendering suspended (spec.suspend: true): its pods start only when the
@@ -409,17 +409,17 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			share(t, weightOne, 100*time.Second)
 			res := scenario(t, timedOutInstallRetriedScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "retry-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
+			ns := NewNamespace(t, "retry-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
 			values := framework.Merge(baseValues(), map[string]any{
 				"image":     map[string]any{"tag": "v2"},
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
 			})
-			if out, _, err := r.deploy(values, "--timeout", "10s"); err == nil {
+			if out, _, err := r.Deploy(values, "--timeout", "10s"); err == nil {
 				t.Fatalf("the install with a 10 s timeout and a 30 s migration succeeded:\n%s", out)
 			}
-			id := r.appIdentity(ctx)
-			installJob := r.migrationJob(ctx, id)
+			id := r.AppIdentity(ctx)
+			installJob := r.MigrationJob(ctx, id)
 			if installJob == nil || installJob.Status.Succeeded > 0 || jobFailed(installJob) {
 				t.Fatalf("want the install's migration Job of identity %s still running after the timeout, got %+v", id, installJob)
 			}
@@ -430,14 +430,14 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 				out, _ := env.run.Stdout(t, env.kubectl, "logs", "-f", "-n", ns, "job/"+installJob.Name, "-c", "migrate")
 				installLog <- out
 			}()
-			_, d := r.mustDeploy(values)
+			_, d := r.MustDeploy(values)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 1
-			if got := r.appIdentity(ctx); got != id {
+			if got := r.AppIdentity(ctx); got != id {
 				t.Errorf("the retry moved the Deployment to identity %s, want %s (same values)", got, id)
 			}
-			r.assertWitness(ctx, id)
-			hookLog, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+r.fullname()+"-migrate", "-c", "migrate")
+			r.AssertWitness(ctx, id)
+			hookLog, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+r.Fullname()+"-migrate", "-c", "migrate")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -447,7 +447,7 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			case <-time.After(time.Minute):
 				t.Fatalf("the install's migration log did not end a minute after the retry")
 			}
-			for job, log := range map[string]string{installJob.Name: first, r.fullname() + "-migrate": hookLog} {
+			for job, log := range map[string]string{installJob.Name: first, r.Fullname() + "-migrate": hookLog} {
 				if strings.Contains(log, "another migration run holds the lock") {
 					t.Errorf("Job %s found another migration running on the database: the release's lock did not keep them apart; its log:\n%s", job, log)
 				}
@@ -455,16 +455,16 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			if !strings.Contains(hookLog, "another migration of this release holds the lock") {
 				t.Errorf("the retry's migration did not wait for the install's: the race this scenario is about did not happen; its log:\n%s", hookLog)
 			}
-			if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2" {
+			if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2" {
 				t.Errorf("schema_migrations holds %q, want each of 1..2 once", got)
 			}
-			if _, ok := r.records(ctx)[id]; !ok {
+			if _, ok := r.Records(ctx)[id]; !ok {
 				t.Errorf("identity %s is not recorded after the retry", id)
 			}
-			if status := env.run.Must(t, h.bin, "status", r.name, "-n", ns); !strings.Contains(status, "STATUS: deployed") {
+			if status := env.run.Must(t, h.bin, "status", r.Name, "-n", ns); !strings.Contains(status, "STATUS: deployed") {
 				t.Errorf("the release is not deployed after the retry:\n%s", status)
 			}
-			res.Numbers["migrationRuns"] = float64(r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"))
+			res.Numbers["migrationRuns"] = float64(r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"))
 		})
 	}
 }

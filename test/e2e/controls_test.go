@@ -55,25 +55,25 @@ func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 			share(t, weightOne, 50*time.Second)
 			res := scenario(t, c.scenario, env.kubectl)
 			ctx := context.Background()
-			ns := newNamespace(t, fmt.Sprintf("control%d", i+1), restricted)
+			ns := NewNamespace(t, fmt.Sprintf("control%d", i+1), restricted)
 			values := framework.Merge(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}), c.values)
-			r := newRelease(t, ns, "app", "")
+			r := NewRelease(t, ns, "app", "")
 			start := time.Now()
 			if c.helm {
-				r.helm = env.helm3
+				r.Helm = env.helm3
 				res.Helm = "helm3"
-				r.mustDeploy(values)
+				r.MustDeploy(values)
 			} else {
-				r.apply(r.template(values))
-				r.rolledOut(4 * time.Minute)
+				r.Apply(r.Template(values))
+				r.RolledOut(4 * time.Minute)
 			}
-			id := r.appIdentity(ctx)
-			waitUntil(t, "the migration of "+id+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
-				_, ok := r.migrationFinished(id)
+			id := r.AppIdentity(ctx)
+			WaitUntil(t, "the migration of "+id+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+				_, ok := r.MigrationFinished(id)
 				return ok, nil
 			})
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-			violations := r.witnessViolations()
+			violations := r.WitnessViolations()
 			res.Numbers["violationsCaught"] = float64(len(violations))
 			if len(violations) == 0 {
 				t.Fatalf("the protection was removed, yet the witness saw no pod start before its migration: the oracle is blind")

@@ -55,12 +55,12 @@ func objectsOf(manifests ...string) (map[string]string, error) {
 var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
 
 // previewUpgrade returns the objects `helm upgrade --dry-run=MODE` shows for values, hooks included.
-func (r *release) previewUpgrade(chart string, values map[string]any, mode string) map[string]string {
-	r.t.Helper()
-	out, err := env.run.Stdout(r.t, r.helm, "upgrade", r.name, chart, "-n", r.ns, "--values", r.valuesFile(values),
+func (r *Release) previewUpgrade(chart string, values map[string]any, mode string) map[string]string {
+	r.T.Helper()
+	out, err := env.run.Stdout(r.T, r.Helm, "upgrade", r.Name, chart, "-n", r.Namespace, "--values", r.ValuesFile(values),
 		"--dry-run="+mode, "-o", "json")
 	if err != nil {
-		r.t.Fatalf("previewing the upgrade: %v", err)
+		r.T.Fatalf("previewing the upgrade: %v", err)
 	}
 	var rel struct {
 		Manifest string `json:"manifest"`
@@ -69,7 +69,7 @@ func (r *release) previewUpgrade(chart string, values map[string]any, mode strin
 		} `json:"hooks"`
 	}
 	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &rel); err != nil {
-		r.t.Fatalf("reading the preview of the upgrade (--dry-run=%s -o json): %v", mode, err)
+		r.T.Fatalf("reading the preview of the upgrade (--dry-run=%s -o json): %v", mode, err)
 	}
 	docs := []string{rel.Manifest}
 	for _, h := range rel.Hooks {
@@ -77,35 +77,35 @@ func (r *release) previewUpgrade(chart string, values map[string]any, mode strin
 	}
 	objs, err := objectsOf(docs...)
 	if err != nil {
-		r.t.Fatalf("the preview of the upgrade (--dry-run=%s): %v", mode, err)
+		r.T.Fatalf("the preview of the upgrade (--dry-run=%s): %v", mode, err)
 	}
 	return objs
 }
 
 // databasePassword is the embedded database's password, from the Secret the release keeps.
-func (r *release) databasePassword() string {
-	r.t.Helper()
-	sec, err := env.client.CoreV1().Secrets(r.ns).Get(context.Background(), r.fullname()+"-postgresql", metav1.GetOptions{})
+func (r *Release) databasePassword() string {
+	r.T.Helper()
+	sec, err := env.client.CoreV1().Secrets(r.Namespace).Get(context.Background(), r.Fullname()+"-postgresql", metav1.GetOptions{})
 	if err != nil {
-		r.t.Fatalf("reading the database's password: %v", err)
+		r.T.Fatalf("reading the database's password: %v", err)
 	}
 	return string(sec.Data["password"])
 }
 
 // applied returns the objects Helm stored for the release's current revision, hooks included.
-func (r *release) applied() map[string]string {
-	r.t.Helper()
-	manifest, err := env.run.Stdout(r.t, r.helm, "get", "manifest", r.name, "-n", r.ns)
+func (r *Release) applied() map[string]string {
+	r.T.Helper()
+	manifest, err := env.run.Stdout(r.T, r.Helm, "get", "manifest", r.Name, "-n", r.Namespace)
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
-	hooks, err := env.run.Stdout(r.t, r.helm, "get", "hooks", r.name, "-n", r.ns)
+	hooks, err := env.run.Stdout(r.T, r.Helm, "get", "hooks", r.Name, "-n", r.Namespace)
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	objs, err := objectsOf(manifest, hooks)
 	if err != nil {
-		r.t.Fatalf("the release's stored objects: %v", err)
+		r.T.Fatalf("the release's stored objects: %v", err)
 	}
 	return objs
 }
@@ -135,29 +135,29 @@ func objectDiff(a, b map[string]string) []string {
 // --wait, how long it took is returned), and checks that the server's preview is what the upgrade applied,
 // that the client's refuses without the database's password, and that given it, the client's differs (the
 // control).
-func (r *release) upgradeAsPreviewed(values map[string]any) time.Duration {
-	r.t.Helper()
+func (r *Release) upgradeAsPreviewed(values map[string]any) time.Duration {
+	r.T.Helper()
 	server := r.previewUpgrade(env.chart, values, "server")
 	// no render rotates the embedded database's password: the client-side render, which cannot read the
 	// Secret back, refuses to generate one
-	_, err := env.run.Stdout(r.t, r.helm, "upgrade", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values),
+	_, err := env.run.Stdout(r.T, r.Helm, "upgrade", r.Name, env.chart, "-n", r.Namespace, "--values", r.ValuesFile(values),
 		"--dry-run=client", "-o", "json")
 	if err == nil || !strings.Contains(err.Error(), "postgresql.auth.password is required when the chart is rendered without a cluster") {
-		r.t.Errorf("helm upgrade --dry-run=client without a password: %v; want the refusal naming postgresql.auth.password (each client-side render would generate another password)", err)
+		r.T.Errorf("helm upgrade --dry-run=client without a password: %v; want the refusal naming postgresql.auth.password (each client-side render would generate another password)", err)
 	}
 	client := r.previewUpgrade(env.chart, framework.Merge(values, map[string]any{
 		"postgresql": map[string]any{"auth": map[string]any{"password": r.databasePassword()}},
 	}), "client")
-	_, took := r.mustDeploy(values)
+	_, took := r.MustDeploy(values)
 	applied := r.applied()
 	if d := objectDiff(server, applied); len(d) > 0 {
-		r.t.Errorf("helm upgrade --dry-run=server showed another upgrade than the one applied: %s", strings.Join(d, "; "))
+		r.T.Errorf("helm upgrade --dry-run=server showed another upgrade than the one applied: %s", strings.Join(d, "; "))
 	}
 	d := objectDiff(client, applied)
 	if len(d) == 0 {
-		r.t.Errorf("control: the client-side preview (no lookup) equals the applied upgrade: the comparison cannot see a render that lies")
+		r.T.Errorf("control: the client-side preview (no lookup) equals the applied upgrade: the comparison cannot see a render that lies")
 	}
-	r.t.Logf("helm upgrade --dry-run=server showed the %d objects the upgrade applied; the client-side preview differs (%s)",
+	r.T.Logf("helm upgrade --dry-run=server showed the %d objects the upgrade applied; the client-side preview differs (%s)",
 		len(applied), strings.Join(d, "; "))
 	return took
 }

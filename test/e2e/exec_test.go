@@ -16,10 +16,10 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 )
 
-// podExec runs command in a pod's default container through the API server, as `kubectl exec` does but
+// PodExec runs command in a pod's default container through the API server, as `kubectl exec` does but
 // without starting a kubectl process (about 0.26 CPU-s each on this machine, and the harness asks the
 // databases hundreds of times a run), and returns its standard output. The error carries its standard error.
-func podExec(ns, pod string, command ...string) (string, error) {
+func PodExec(ns, pod string, command ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	p, err := env.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})

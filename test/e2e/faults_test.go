@@ -30,20 +30,20 @@ type deployResult struct {
 // deployAsync runs deploy in the background, so a fault can be injected while Helm waits. What can fail the test
 // (writing the values file) runs here, on the test's goroutine: a t.Fatal on another goroutine would end only that
 // goroutine, done would never be sent and the scenario would hang until go test's -timeout.
-func (r *release) deployAsync(values map[string]any) <-chan deployResult {
-	r.t.Helper()
-	args := r.deployArgs(values)
+func (r *Release) deployAsync(values map[string]any) <-chan deployResult {
+	r.T.Helper()
+	args := r.DeployArgs(values)
 	done := make(chan deployResult, 1)
-	go func() { out, d, err := r.runDeploy(args); done <- deployResult{out, d, err} }()
+	go func() { out, d, err := r.RunDeploy(args); done <- deployResult{out, d, err} }()
 	return done
 }
 
 // migratingPod waits for a pod of the hook migration Job whose `migrate` container runs, and returns it.
-func (r *release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
+func (r *Release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
 	t.Helper()
 	var found corev1.Pod
-	waitUntil(t, "a migration pod running its migrate container", timeout, func(ctx context.Context) (bool, error) {
-		pods, err := env.client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + r.fullname() + "-migrate"})
+	WaitUntil(t, "a migration pod running its migrate container", timeout, func(ctx context.Context) (bool, error) {
+		pods, err := env.client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + r.Fullname() + "-migrate"})
 		if err != nil {
 			return false, err
 		}
@@ -64,9 +64,9 @@ func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
 	res := scenario(t, migrationPodKilledScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "kill", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
-	r.mustDeploy(baseValues())
+	ns := NewNamespace(t, "kill", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
+	r.MustDeploy(baseValues())
 	slow := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 		"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}}})
 	done := r.deployAsync(slow)
@@ -82,18 +82,18 @@ func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 	if got.err != nil {
 		t.Fatalf("the upgrade failed although the killed migration had retries left: %v", got.err)
 	}
-	id := r.appIdentity(ctx)
-	job := r.migrationJob(ctx, id)
+	id := r.AppIdentity(ctx)
+	job := r.MigrationJob(ctx, id)
 	if job == nil || job.Status.Succeeded != 1 {
 		t.Fatalf("no succeeded migration Job for identity %s", id)
 	}
 	if job.Status.Failed < 1 {
 		t.Errorf("the Job counts %d failed pods: the kill did not land mid-run", job.Status.Failed)
 	}
-	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2" {
+	if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2" {
 		t.Errorf("schema_migrations holds %q, want 1,2 (version 2 applied once)", got)
 	}
-	if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
+	if n := r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
 		t.Errorf("identity %s completed %d migration runs, want 1", id, n)
 	}
 }
@@ -101,16 +101,16 @@ func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *testing.T) {
 	share(t, weightOne, 55*time.Second)
 	res := scenario(t, databaseDownScenario, env.helm3)
-	ns := newNamespace(t, "dbdown", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
-	r.mustDeploy(baseValues())
+	ns := NewNamespace(t, "dbdown", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
+	r.MustDeploy(baseValues())
 	values := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 1, "env": []any{
 			framework.EnvVar("DEMO_MIGRATION_DELAY", "15s"), framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "10s")}}})
 	done := r.deployAsync(values)
 	r.migratingPod(t, 2*time.Minute)
 	time.Sleep(3 * time.Second)
-	env.run.Must(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=0")
+	env.run.Must(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--replicas=0")
 	t.Logf("database scaled to 0 during the migration (the image stops PostgreSQL with SIGINT: a fast shutdown that aborts open transactions)")
 	got := <-done
 	res.DurationsSec = append(res.DurationsSec, got.d.Seconds())
@@ -123,12 +123,12 @@ func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *te
 	if !strings.Contains(got.out, "connect") {
 		t.Errorf("helm's output does not show the migration's connection failure:\n%s", got.out)
 	}
-	env.run.Must(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--replicas=1")
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", ns, "statefulset/"+r.fullname()+"-postgresql", "--timeout=2m")
-	if got := r.psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1" {
+	env.run.Must(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--replicas=1")
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--timeout=2m")
+	if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1" {
 		t.Errorf("schema_migrations holds %q after the failed migration, want 1 (nothing half-applied)", got)
 	}
-	if n := r.psqlInt("select count(*) from information_schema.columns where table_name='records' and column_name='author'"); n != 0 {
+	if n := r.PsqlInt("select count(*) from information_schema.columns where table_name='records' and column_name='author'"); n != 0 {
 		t.Errorf("records.author exists: the interrupted migration was half-applied")
 	}
 }

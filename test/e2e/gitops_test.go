@@ -99,7 +99,7 @@ func (h helmRelease) condition(typ string) condition {
 
 // fluxRelease is one HelmRelease of the chart, with its release as the other scenarios know it.
 type fluxRelease struct {
-	*release
+	*Release
 	force bool // spec.upgrade.force: upgrades replace the release's objects (a PUT of each)
 }
 
@@ -150,13 +150,13 @@ func gitopsUpgrade(i int) map[string]any {
 
 // apply writes the HelmRelease with values (Flux's defaults otherwise: install and upgrade wait).
 func (f fluxRelease) apply(values map[string]any) {
-	f.t.Helper()
+	f.T.Helper()
 	b, err := json.Marshal(values)
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	if out, err := env.run.Input(f.t, []byte(fmt.Sprintf(fluxManifest, f.name, b, f.force)), env.kubectl, "apply", "-n", f.ns, "-f", "-"); err != nil {
-		f.t.Fatalf("applying the HelmRelease: %v\n%s", err, out)
+	if out, err := env.run.Input(f.T, []byte(fmt.Sprintf(fluxManifest, f.Name, b, f.force)), env.kubectl, "apply", "-n", f.Namespace, "-f", "-"); err != nil {
+		f.T.Fatalf("applying the HelmRelease: %v\n%s", err, out)
 	}
 }
 
@@ -183,15 +183,15 @@ func getObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string, o
 }
 
 func (f fluxRelease) get() helmRelease {
-	f.t.Helper()
+	f.T.Helper()
 	var h helmRelease
-	getObject(f.t, helmReleases, f.ns, f.name, &h)
+	getObject(f.T, helmReleases, f.Namespace, f.Name, &h)
 	return h
 }
 
 // settle waits until Flux has acted on the HelmRelease's latest generation, and returns its Ready condition.
 func (f fluxRelease) settle(timeout time.Duration) condition {
-	f.t.Helper()
+	f.T.Helper()
 	return f.settleWhen(timeout, func(h helmRelease) bool {
 		ready := h.condition("Ready")
 		return h.Status.ObservedGeneration == h.Metadata.Generation && ready.Status != "" && ready.Status != "Unknown"
@@ -207,7 +207,7 @@ func (f fluxRelease) settle(timeout time.Duration) condition {
 // reconcile ends stalled, so Ready is False or Unknown depending on whether a second reconcile ran after the
 // failure (fixed in helm-controller v1.5.0).
 func (f fluxRelease) settleFailed(timeout time.Duration) helmRelease {
-	f.t.Helper()
+	f.T.Helper()
 	return f.settleWhenReturning(timeout, func(h helmRelease) bool {
 		released, stalled := h.condition("Released"), h.condition("Stalled")
 		return released.ObservedGeneration == h.Metadata.Generation && released.Status == "False" &&
@@ -217,7 +217,7 @@ func (f fluxRelease) settleFailed(timeout time.Duration) helmRelease {
 
 // settleWhenReturning is settleWhen returning the HelmRelease that satisfied done.
 func (f fluxRelease) settleWhenReturning(timeout time.Duration, done func(helmRelease) bool) helmRelease {
-	f.t.Helper()
+	f.T.Helper()
 	var last helmRelease
 	f.settleWhen(timeout, func(h helmRelease) bool {
 		last = h
@@ -229,7 +229,7 @@ func (f fluxRelease) settleWhenReturning(timeout time.Duration, done func(helmRe
 // settleWhen polls the HelmRelease until done says so, and returns its Ready condition; on timeout it fails
 // the test with the HelmRelease's status and what helm-controller logged about its namespace.
 func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bool) condition {
-	f.t.Helper()
+	f.T.Helper()
 	var ready condition
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -239,18 +239,18 @@ func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bo
 		return done(h), nil
 	})
 	if err != nil {
-		status, _ := env.run.Stdout(f.t, env.kubectl, "get", "helmrelease", f.name, "-n", f.ns, "-o", "jsonpath={.metadata.generation} {.status}")
-		logs, _ := env.run.Stdout(f.t, env.kubectl, "logs", "-n", "flux-system", "deployment/helm-controller", "--since=15m")
+		status, _ := env.run.Stdout(f.T, env.kubectl, "get", "helmrelease", f.Name, "-n", f.Namespace, "-o", "jsonpath={.metadata.generation} {.status}")
+		logs, _ := env.run.Stdout(f.T, env.kubectl, "logs", "-n", "flux-system", "deployment/helm-controller", "--since=15m")
 		var mine []string
 		for _, l := range strings.Split(logs, "\n") {
-			if strings.Contains(l, `"`+f.ns+`"`) || strings.Contains(l, "panic") {
+			if strings.Contains(l, `"`+f.Namespace+`"`) || strings.Contains(l, "panic") {
 				mine = append(mine, l)
 			}
 		}
-		restarts := helmControllerRestarts(f.t)
-		f.t.Fatalf("waiting %s for Flux to reconcile HelmRelease %s/%s: %v\nits generation and status: %s\n"+
+		restarts := helmControllerRestarts(f.T)
+		f.T.Fatalf("waiting %s for Flux to reconcile HelmRelease %s/%s: %v\nits generation and status: %s\n"+
 			"helm-controller restarts: %d; its log lines about the namespace:\n%s",
-			timeout, f.ns, f.name, err, status, restarts, strings.Join(mine, "\n"))
+			timeout, f.Namespace, f.Name, err, status, restarts, strings.Join(mine, "\n"))
 	}
 	return ready
 }
@@ -264,18 +264,18 @@ func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 	gitopsUp(t, "flux")
 	res := scenario(t, fluxUpgradesScenario, "flux")
 	ctx := context.Background()
-	ns := newNamespace(t, "flux", restricted)
-	f := fluxRelease{release: newRelease(t, ns, "shop", ""), force: true}
+	ns := NewNamespace(t, "flux", restricted)
+	f := fluxRelease{Release: NewRelease(t, ns, "shop", ""), force: true}
 	start := time.Now()
 	f.apply(fluxValues(nil))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
 	}
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-	f.assertWitness(ctx, f.appIdentity(ctx))
-	ids := []string{f.appIdentity(ctx)}
+	f.AssertWitness(ctx, f.AppIdentity(ctx))
+	ids := []string{f.AppIdentity(ctx)}
 	for i := 1; i <= 5; i++ {
-		before := f.appIdentity(ctx)
+		before := f.AppIdentity(ctx)
 		start := time.Now()
 		f.apply(fluxValues(gitopsUpgrade(i)))
 		if ready := f.settle(6 * time.Minute); ready.Status != "True" {
@@ -283,17 +283,17 @@ func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 		}
 		res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 		res.Upgrades++
-		id := f.appIdentity(ctx)
+		id := f.AppIdentity(ctx)
 		if id == before {
 			t.Fatalf("upgrade %d kept identity %s", i, id)
 		}
-		f.assertWitness(ctx, id)
+		f.AssertWitness(ctx, id)
 		ids = append(ids, id)
 	}
-	if v := f.psqlInt("select max(version) from schema_migrations"); v != 6 {
+	if v := f.PsqlInt("select max(version) from schema_migrations"); v != 6 {
 		t.Errorf("schema at version %d after the upgrades, want 6", v)
 	}
-	records := f.records(ctx)
+	records := f.Records(ctx)
 	for i, id := range ids {
 		if _, ok := records[id]; !ok {
 			t.Errorf("after five forced upgrades the records lack identity %s (revision %d): %v", id, i+1, records)
@@ -310,13 +310,13 @@ func fluxReportsAFailedMigration(t *testing.T) {
 	gitopsUp(t, "flux")
 	scenario(t, fluxFailedMigrationScenario, "flux")
 	ctx := context.Background()
-	ns := newNamespace(t, "fluxfail", restricted)
-	f := fluxRelease{release: newRelease(t, ns, "shop", "")}
+	ns := NewNamespace(t, "fluxfail", restricted)
+	f := fluxRelease{Release: NewRelease(t, ns, "shop", "")}
 	f.apply(fluxValues(nil))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
 	}
-	oldID := f.appIdentity(ctx)
+	oldID := f.AppIdentity(ctx)
 	f.apply(fluxValues(map[string]any{
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
@@ -331,25 +331,25 @@ func fluxReportsAFailedMigration(t *testing.T) {
 	}
 	t.Logf("Flux reports: Released=%s %s: %s; Stalled=%s %s: %s; Ready=%s %s: %s", released.Status, released.Reason,
 		released.Message, stalled.Status, stalled.Reason, stalled.Message, ready.Status, ready.Reason, ready.Message)
-	if got := f.appIdentity(ctx); got != oldID {
+	if got := f.AppIdentity(ctx); got != oldID {
 		t.Errorf("the Deployment moved to identity %s although its migration failed", got)
 	}
-	if v := f.psqlInt("select max(version) from schema_migrations"); v != 1 {
+	if v := f.PsqlInt("select max(version) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d after the failed migration, want 1", v)
 	}
-	logs := env.run.Must(t, env.kubectl, "logs", "-n", ns, "job/"+f.fullname()+"-migrate", "-c", "migrate")
+	logs := env.run.Must(t, env.kubectl, "logs", "-n", ns, "job/"+f.Fullname()+"-migrate", "-c", "migrate")
 	if !strings.Contains(logs, "injected failure in migration 2") {
 		t.Errorf("the failed migration's log does not say why:\n%s", logs)
 	}
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", ns, "deployment/"+f.fullname(), "--timeout=1m")
-	f.assertWitness(ctx, oldID)
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", ns, "deployment/"+f.Fullname(), "--timeout=1m")
+	f.AssertWitness(ctx, oldID)
 	f.assertReconcileKeepsTheFailure(h)
 	// fixed values reconcile
 	f.apply(fluxValues(map[string]any{"image": map[string]any{"tag": "v2"}}))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the fixed values did not reconcile: %s: %s", ready.Reason, ready.Message)
 	}
-	f.assertWitness(ctx, f.appIdentity(ctx))
+	f.AssertWitness(ctx, f.AppIdentity(ctx))
 }
 
 // assertReconcileKeepsTheFailure asks Flux to reconcile the failed HelmRelease again (what `flux reconcile
@@ -357,26 +357,26 @@ func fluxReportsAFailedMigration(t *testing.T) {
 // failed migration Job (its UID) stay as they were, Released and Stalled still say the upgrade failed. It logs
 // what Ready says after that second reconcile (helm-controller v1.4: Unknown, see settleFailed).
 func (f fluxRelease) assertReconcileKeepsTheFailure(failed helmRelease) {
-	f.t.Helper()
+	f.T.Helper()
 	jobUID := func() string {
-		return env.run.Must(f.t, env.kubectl, "get", "job", f.fullname()+"-migrate", "-n", f.ns, "-o", "jsonpath={.metadata.uid}")
+		return env.run.Must(f.T, env.kubectl, "get", "job", f.Fullname()+"-migrate", "-n", f.Namespace, "-o", "jsonpath={.metadata.uid}")
 	}
 	uid := jobUID()
 	token := time.Now().UTC().Format(time.RFC3339Nano)
-	env.run.Must(f.t, env.kubectl, "annotate", "helmrelease", f.name, "-n", f.ns, "--overwrite", "reconcile.fluxcd.io/requestedAt="+token)
+	env.run.Must(f.T, env.kubectl, "annotate", "helmrelease", f.Name, "-n", f.Namespace, "--overwrite", "reconcile.fluxcd.io/requestedAt="+token)
 	h := f.settleWhenReturning(2*time.Minute, func(h helmRelease) bool { return h.Status.LastHandledReconcileAt == token })
 	if len(h.Status.History) == 0 || len(failed.Status.History) == 0 || h.Status.History[0].Version != failed.Status.History[0].Version {
-		f.t.Errorf("Flux ran a new Helm action on a reconcile of a failed release: history %+v, was %+v", h.Status.History, failed.Status.History)
+		f.T.Errorf("Flux ran a new Helm action on a reconcile of a failed release: history %+v, was %+v", h.Status.History, failed.Status.History)
 	}
 	if got := jobUID(); got != uid {
-		f.t.Errorf("the migration Job was replaced (UID %s, was %s): Flux ran the failed migration again", got, uid)
+		f.T.Errorf("the migration Job was replaced (UID %s, was %s): Flux ran the failed migration again", got, uid)
 	}
 	released, stalled, ready := h.condition("Released"), h.condition("Stalled"), h.condition("Ready")
 	if released.Status != "False" || released.Reason != "UpgradeFailed" || stalled.Status != "True" {
-		f.t.Errorf("after a reconcile Flux no longer reports the failed upgrade: Released=%s %s, Stalled=%s %s",
+		f.T.Errorf("after a reconcile Flux no longer reports the failed upgrade: Released=%s %s, Stalled=%s %s",
 			released.Status, released.Reason, stalled.Status, stalled.Reason)
 	}
-	f.t.Logf("after a requested reconcile of the failed release Flux reports Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
+	f.T.Logf("after a requested reconcile of the failed release Flux reports Ready=%s %s: %s", ready.Status, ready.Reason, ready.Message)
 }
 
 // helmControllerRestarts is the kubelet's restart count of Flux's helm-controller container.
@@ -403,8 +403,8 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	take(t, weightOne, 80*time.Second) // after its siblings: it crashes the controller they use
 	gitopsUp(t, "flux")
 	scenario(t, fluxHookOutputLogsControlScenario, "flux")
-	ns := newNamespace(t, "fluxlogs", restricted)
-	f := fluxRelease{release: newRelease(t, ns, "shop", "")}
+	ns := NewNamespace(t, "fluxlogs", restricted)
+	f := fluxRelease{Release: NewRelease(t, ns, "shop", "")}
 	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
 	f.apply(values)
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
@@ -413,7 +413,7 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	before := helmControllerRestarts(t)
 	t.Cleanup(func() {
 		// stop the crash loop: a suspended HelmRelease is not reconciled, then wait for the controller
-		_, _ = env.run.Run(t, env.kubectl, "patch", "helmrelease", f.name, "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+		_, _ = env.run.Run(t, env.kubectl, "patch", "helmrelease", f.Name, "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
 		_, _ = env.run.Run(t, env.kubectl, "rollout", "restart", "deployment/helm-controller", "-n", "flux-system")
 		_, _ = env.run.Run(t, env.kubectl, "rollout", "status", "deployment/helm-controller", "-n", "flux-system", "--timeout=3m")
 	})
@@ -421,7 +421,7 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	}))
-	waitUntil(t, "helm-controller to restart", 4*time.Minute, func(context.Context) (bool, error) {
+	WaitUntil(t, "helm-controller to restart", 4*time.Minute, func(context.Context) (bool, error) {
 		return helmControllerRestarts(t) > before, nil
 	})
 	h := f.get()
@@ -459,7 +459,7 @@ type application struct {
 
 // argoApp is one Argo CD Application of the chart into its own namespace, with its release.
 type argoApp struct {
-	*release
+	*Release
 	retries int // syncPolicy.retry.limit of automated syncs; 0 keeps Argo CD's default (5 retries with back-off)
 	// syncOptions of the Application's sync policy (e.g. Replace=true)
 	syncOptions []string
@@ -467,14 +467,14 @@ type argoApp struct {
 
 // manifest is the Application with values and a sync policy (nil: manual syncs only).
 func (a argoApp) manifest(values map[string]any, automated bool) []byte {
-	a.t.Helper()
+	a.T.Helper()
 	spec := map[string]any{
 		"project": "default",
 		"source": map[string]any{
 			"repoURL": "http://chart-server.gitops-charts.svc.cluster.local", "chart": "premigrate", "targetRevision": "*",
-			"helm": map[string]any{"releaseName": a.name, "valuesObject": values},
+			"helm": map[string]any{"releaseName": a.Name, "valuesObject": values},
 		},
-		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": a.ns},
+		"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": a.Namespace},
 	}
 	if automated {
 		policy := map[string]any{"automated": map[string]any{"prune": true, "selfHeal": true}}
@@ -493,36 +493,36 @@ func (a argoApp) manifest(values map[string]any, automated bool) []byte {
 	}
 	b, err := json.Marshal(map[string]any{
 		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-		"metadata": map[string]any{"name": a.ns, "namespace": "argocd", "finalizers": []string{"resources-finalizer.argocd.argoproj.io"}},
+		"metadata": map[string]any{"name": a.Namespace, "namespace": "argocd", "finalizers": []string{"resources-finalizer.argocd.argoproj.io"}},
 		"spec":     spec,
 	})
 	if err != nil {
-		a.t.Fatal(err)
+		a.T.Fatal(err)
 	}
 	return b
 }
 
 func (a argoApp) apply(values map[string]any, automated bool) time.Time {
-	a.t.Helper()
+	a.T.Helper()
 	at := time.Now()
-	if out, err := env.run.Input(a.t, a.manifest(values, automated), env.kubectl, "apply", "-f", "-"); err != nil {
-		a.t.Fatalf("applying the Application: %v\n%s", err, out)
+	if out, err := env.run.Input(a.T, a.manifest(values, automated), env.kubectl, "apply", "-f", "-"); err != nil {
+		a.T.Fatalf("applying the Application: %v\n%s", err, out)
 	}
 	return at
 }
 
 func (a argoApp) get() application {
-	a.t.Helper()
+	a.T.Helper()
 	var app application
-	getObject(a.t, applications, "argocd", a.ns, &app)
+	getObject(a.T, applications, "argocd", a.Namespace, &app)
 	return app
 }
 
 // synced waits for a sync operation that finished after `after`, and returns the Application then.
 func (a argoApp) synced(after time.Time, timeout time.Duration) application {
-	a.t.Helper()
+	a.T.Helper()
 	var app application
-	waitUntil(a.t, "Argo CD to finish a sync of "+a.ns, timeout, func(context.Context) (bool, error) {
+	WaitUntil(a.T, "Argo CD to finish a sync of "+a.Namespace, timeout, func(context.Context) (bool, error) {
 		app = a.get()
 		op := app.Status.OperationState
 		return op.FinishedAt.After(after.Add(-time.Second)) && op.Phase != "" && op.Phase != "Running", nil
@@ -532,8 +532,8 @@ func (a argoApp) synced(after time.Time, timeout time.Duration) application {
 
 // healthy waits until the Application is Synced and Healthy.
 func (a argoApp) healthy(timeout time.Duration) {
-	a.t.Helper()
-	waitUntil(a.t, "Application "+a.ns+" to be Synced and Healthy", timeout, func(context.Context) (bool, error) {
+	a.T.Helper()
+	WaitUntil(a.T, "Application "+a.Namespace+" to be Synced and Healthy", timeout, func(context.Context) (bool, error) {
 		app := a.get()
 		return app.Status.Sync.Status == "Synced" && app.Status.Health.Status == "Healthy", nil
 	})
@@ -541,21 +541,21 @@ func (a argoApp) healthy(timeout time.Duration) {
 
 // operate starts a sync operation by hand (what `argocd app sync [--resource ...]` does).
 func (a argoApp) operate(resources ...map[string]any) time.Time {
-	a.t.Helper()
+	a.T.Helper()
 	sync := map[string]any{}
 	if len(resources) > 0 {
 		sync["resources"] = resources
 	}
 	patch, _ := json.Marshal(map[string]any{"operation": map[string]any{"initiatedBy": map[string]any{"username": "e2e"}, "sync": sync}})
 	at := time.Now()
-	env.run.Must(a.t, env.kubectl, "patch", "application", a.ns, "-n", "argocd", "--type", "merge", "-p", string(patch))
+	env.run.Must(a.T, env.kubectl, "patch", "application", a.Namespace, "-n", "argocd", "--type", "merge", "-p", string(patch))
 	return at
 }
 
 func newArgoApp(t *testing.T, prefix string) argoApp {
 	t.Helper()
-	ns := newNamespace(t, prefix, restricted)
-	a := argoApp{release: newRelease(t, ns, "shop", "")}
+	ns := NewNamespace(t, prefix, restricted)
+	a := argoApp{Release: NewRelease(t, ns, "shop", "")}
 	t.Cleanup(func() {
 		_, _ = env.run.Run(t, env.kubectl, "delete", "application", ns, "-n", "argocd", "--wait=true", "--timeout=2m")
 	})
@@ -583,9 +583,9 @@ func argoSyncsFiveUpgrades(t *testing.T) {
 	a := newArgoApp(t, "argo")
 	a.apply(argoValues(nil), true)
 	a.healthy(8 * time.Minute)
-	a.assertWitness(ctx, a.appIdentity(ctx))
+	a.AssertWitness(ctx, a.AppIdentity(ctx))
 	for i := 1; i <= 5; i++ {
-		before := a.appIdentity(ctx)
+		before := a.AppIdentity(ctx)
 		at := a.apply(argoValues(gitopsUpgrade(i)), true)
 		app := a.synced(at, 6*time.Minute)
 		if app.Status.OperationState.Phase != "Succeeded" {
@@ -594,13 +594,13 @@ func argoSyncsFiveUpgrades(t *testing.T) {
 		a.healthy(6 * time.Minute)
 		res.DurationsSec = append(res.DurationsSec, time.Since(at).Seconds())
 		res.Upgrades++
-		id := a.appIdentity(ctx)
+		id := a.AppIdentity(ctx)
 		if id == before {
 			t.Fatalf("upgrade %d kept identity %s", i, id)
 		}
-		a.assertWitness(ctx, id)
+		a.AssertWitness(ctx, id)
 	}
-	if v := a.psqlInt("select max(version) from schema_migrations"); v != 6 {
+	if v := a.PsqlInt("select max(version) from schema_migrations"); v != 6 {
 		t.Errorf("schema at version %d after the upgrades, want 6", v)
 	}
 }
@@ -618,7 +618,7 @@ func argoReportsAFailedMigration(t *testing.T) {
 	a.retries = 1
 	a.apply(argoValues(nil), true)
 	a.healthy(8 * time.Minute)
-	oldID := a.appIdentity(ctx)
+	oldID := a.AppIdentity(ctx)
 	at := a.apply(argoValues(map[string]any{
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
@@ -628,18 +628,18 @@ func argoReportsAFailedMigration(t *testing.T) {
 		t.Fatalf("the sync of a failing migration succeeded")
 	}
 	t.Logf("Argo CD reports: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
-	if got := a.appIdentity(ctx); got != oldID {
+	if got := a.AppIdentity(ctx); got != oldID {
 		t.Errorf("the Deployment moved to identity %s although its migration failed", got)
 	}
-	if v := a.psqlInt("select max(version) from schema_migrations"); v != 1 {
+	if v := a.PsqlInt("select max(version) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d after the failed migration, want 1", v)
 	}
-	logs := env.run.Must(t, env.kubectl, "logs", "-n", a.ns, "job/"+a.fullname()+"-migrate", "-c", "migrate")
+	logs := env.run.Must(t, env.kubectl, "logs", "-n", a.Namespace, "job/"+a.Fullname()+"-migrate", "-c", "migrate")
 	if !strings.Contains(logs, "injected failure in migration 2") {
 		t.Errorf("the failed migration's log does not say why:\n%s", logs)
 	}
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", a.ns, "deployment/"+a.fullname(), "--timeout=1m")
-	a.assertWitness(ctx, oldID)
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", a.Namespace, "deployment/"+a.Fullname(), "--timeout=1m")
+	a.AssertWitness(ctx, oldID)
 }
 
 // argoSelectiveSyncHoldsTheNewPods changes the values with automated sync off, then syncs only
@@ -652,33 +652,33 @@ func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 	a := newArgoApp(t, "argosel")
 	a.apply(argoValues(nil), true)
 	a.healthy(8 * time.Minute)
-	oldID := a.appIdentity(ctx)
+	oldID := a.AppIdentity(ctx)
 	a.apply(argoValues(map[string]any{"image": map[string]any{"tag": "v2"}}), false)
-	at := a.operate(map[string]any{"group": "apps", "kind": "Deployment", "name": a.fullname()})
+	at := a.operate(map[string]any{"group": "apps", "kind": "Deployment", "name": a.Fullname()})
 	if app := a.synced(at, 3*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
 		t.Fatalf("the selective sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
 	}
-	newID := a.appIdentity(ctx)
+	newID := a.AppIdentity(ctx)
 	if newID == oldID {
 		t.Fatalf("the selective sync did not change the Deployment's identity")
 	}
-	if job := a.migrationJob(ctx, newID); job != nil {
+	if job := a.MigrationJob(ctx, newID); job != nil {
 		t.Fatalf("a selective sync of the Deployment ran the migration hook %s", job.Name)
 	}
 	// the new pods exist and wait: for 30 s none of them starts its app container
-	waitUntil(t, "a pod of identity "+newID, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		return len(a.appPods(ctx, newID)) > 0, nil
+	WaitUntil(t, "a pod of identity "+newID, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return len(a.AppPods(ctx, newID)) > 0, nil
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, p := range a.appPods(ctx, newID) {
-			if _, started := appStart(p); started {
+		for _, p := range a.AppPods(ctx, newID) {
+			if _, started := AppStart(p); started {
 				t.Fatalf("pod %s of identity %s started its app container without its migration", p.Name, newID)
 			}
 		}
 		time.Sleep(2 * time.Second)
 	}
-	if n := a.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", newID)); n != 0 {
+	if n := a.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", newID)); n != 0 {
 		t.Fatalf("the witness saw %d starts of identity %s before its migration", n, newID)
 	}
 	// a full sync runs the hook; the held pods start
@@ -686,8 +686,8 @@ func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 	if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
 		t.Fatalf("the full sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
 	}
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", a.ns, "deployment/"+a.fullname(), "--timeout=3m")
-	a.assertWitness(ctx, newID)
+	env.run.Must(t, env.kubectl, "rollout", "status", "-n", a.Namespace, "deployment/"+a.Fullname(), "--timeout=3m")
+	a.AssertWitness(ctx, newID)
 }
 
 // argoRendersHookModeAsAnInstall documents what migration.mode hook does under Argo CD: Argo CD
@@ -717,15 +717,15 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 			}
 			a.healthy(6 * time.Minute)
 		}
-		id := a.appIdentity(ctx)
-		job := a.migrationJob(ctx, id)
+		id := a.AppIdentity(ctx)
+		job := a.MigrationJob(ctx, id)
 		if job == nil {
 			t.Fatalf("%s: no migration Job of identity %s", tag, id)
 		}
-		if job.Name != a.fullname()+"-migrate-"+id || job.Annotations["helm.sh/hook"] != "" || job.Annotations["argocd.argoproj.io/hook"] != "" {
+		if job.Name != a.Fullname()+"-migrate-"+id || job.Annotations["helm.sh/hook"] != "" || job.Annotations["argocd.argoproj.io/hook"] != "" {
 			t.Errorf("%s: Job %s annotations %v: want the plain Job named by the identity", tag, job.Name, job.Annotations)
 		}
-		a.assertWitness(ctx, id)
+		a.AssertWitness(ctx, id)
 	}
 }
 
@@ -751,10 +751,10 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 	}
 	a.apply(values("v1"), true)
 	a.healthy(8 * time.Minute)
-	ids := []string{a.appIdentity(ctx)}
+	ids := []string{a.AppIdentity(ctx)}
 	for i, tag := range []string{"v2", "v3"} {
 		if tag == "v3" {
-			env.run.Must(t, env.kubectl, "patch", "configmap", a.anchorName(), "-n", a.ns, "--type", "merge",
+			env.run.Must(t, env.kubectl, "patch", "configmap", a.AnchorName(), "-n", a.Namespace, "--type", "merge",
 				"-p", `{"data":{"marker":"kept only if Argo CD does not replace this object"}}`)
 		}
 		at := a.apply(values(tag), true)
@@ -764,23 +764,23 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 		a.healthy(6 * time.Minute)
 		res.DurationsSec = append(res.DurationsSec, time.Since(at).Seconds())
 		res.Upgrades++
-		ids = append(ids, a.appIdentity(ctx))
-		a.assertWitness(ctx, ids[len(ids)-1])
+		ids = append(ids, a.AppIdentity(ctx))
+		a.AssertWitness(ctx, ids[len(ids)-1])
 	}
-	anchor, err := env.client.CoreV1().ConfigMaps(a.ns).Get(ctx, a.anchorName(), metav1.GetOptions{})
+	anchor, err := env.client.CoreV1().ConfigMaps(a.Namespace).Get(ctx, a.AnchorName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := anchor.Data["marker"]; ok {
-		t.Fatalf("Replace=true did not replace ConfigMap %s (its marker is still there): the scenario proves nothing", a.anchorName())
+		t.Fatalf("Replace=true did not replace ConfigMap %s (its marker is still there): the scenario proves nothing", a.AnchorName())
 	}
-	records := a.records(ctx)
+	records := a.Records(ctx)
 	for i, id := range ids {
 		if _, ok := records[id]; !ok {
 			t.Errorf("after the syncs under Replace=true the store lacks the record of version %d (%s): %v", i+1, id, records)
 		}
 	}
-	runs := a.psqlInt("select count(*) from demo_migrate_runs")
+	runs := a.PsqlInt("select count(*) from demo_migrate_runs")
 	at := a.apply(values("v2"), true)
 	if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
 		t.Fatalf("the revert to v2 under Replace=true: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
@@ -788,14 +788,14 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 	a.healthy(6 * time.Minute)
 	res.DurationsSec = append(res.DurationsSec, time.Since(at).Seconds())
 	res.Upgrades++
-	if got := a.appIdentity(ctx); got != ids[1] {
+	if got := a.AppIdentity(ctx); got != ids[1] {
 		t.Fatalf("after the revert the Deployment has identity %s, want v2's %s", got, ids[1])
 	}
-	a.assertWitness(ctx, ids[1])
-	if got := a.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+	a.AssertWitness(ctx, ids[1])
+	if got := a.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 		t.Errorf("%d migration runs after the revert, want %d (nothing runs again)", got, runs)
 	}
-	if v := a.psqlInt("select max(version) from schema_migrations"); v != 3 {
+	if v := a.PsqlInt("select max(version) from schema_migrations"); v != 3 {
 		t.Errorf("schema at version %d, want 3 (migrations are not undone)", v)
 	}
 }

@@ -34,48 +34,48 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			share(t, weightOne, 150*time.Second)
 			res := scenario(t, helmTimeoutScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "timeout-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
-			r.mustDeploy(baseValues())
-			first := r.appIdentity(ctx)
+			ns := NewNamespace(t, "timeout-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
+			r.MustDeploy(baseValues())
+			first := r.AppIdentity(ctx)
 
 			// the v2 migration takes 40 s; Helm waits 15 s for it
 			slow := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "40s")}}})
-			out, d, err := r.deploy(slow, "--timeout", "15s")
+			out, d, err := r.Deploy(slow, "--timeout", "15s")
 			gaveUp := time.Now()
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			if err == nil {
 				t.Fatalf("the upgrade with a 15 s timeout succeeded in %s; the scenario needs Helm to give up on the migration:\n%s", d, out)
 			}
-			second := r.job(ctx, r.fullname()+"-migrate").Labels["premigrate.io/identity"]
+			second := r.job(ctx, r.Fullname()+"-migrate").Labels["premigrate.io/identity"]
 			if second == "" || second == first {
 				t.Fatalf("the hook Job has identity %q after the failed upgrade, want the v2 migration's (not %s)", second, first)
 			}
-			waitUntil(t, "the v2 migration to finish after Helm gave up, and to record itself", 3*time.Minute, func(ctx context.Context) (bool, error) {
-				_, ok := r.records(ctx)[second]
+			WaitUntil(t, "the v2 migration to finish after Helm gave up, and to record itself", 3*time.Minute, func(ctx context.Context) (bool, error) {
+				_, ok := r.Records(ctx)[second]
 				return ok, nil
 			})
-			finished, ok := r.migrationFinished(second)
+			finished, ok := r.MigrationFinished(second)
 			if !ok || !finished.After(gaveUp) {
 				t.Fatalf("the database has the v2 migration finished at %s (found %v), want after Helm gave up at %s: the scenario proves nothing",
 					finished.Format(time.RFC3339Nano), ok, gaveUp.Format(time.RFC3339Nano))
 			}
 
 			// the hooks outlived Helm's timeout, owned by the records ConfigMap (uninstall takes them with it)
-			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.anchorName(), metav1.GetOptions{})
+			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for kind, get := range map[string]func() (metav1.Object, error){
 				"ServiceAccount": func() (metav1.Object, error) {
-					return env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+					return env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 				},
 				"Role": func() (metav1.Object, error) {
-					return env.client.RbacV1().Roles(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+					return env.client.RbacV1().Roles(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 				},
 				"RoleBinding": func() (metav1.Object, error) {
-					return env.client.RbacV1().RoleBindings(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+					return env.client.RbacV1().RoleBindings(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 				},
 			} {
 				o, err := get()
@@ -88,8 +88,8 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 				}
 				// Helm's ownership, so that a later release that renders it as a release object (a rollback to
 				// the install's revision, a switch to job mode) adopts it instead of refusing to import it
-				if a := o.GetAnnotations(); a["meta.helm.sh/release-name"] != r.name || a["meta.helm.sh/release-namespace"] != ns {
-					t.Errorf("the migration's %s lacks Helm's ownership annotations of release %s/%s: %v", kind, ns, r.name, a)
+				if a := o.GetAnnotations(); a["meta.helm.sh/release-name"] != r.Name || a["meta.helm.sh/release-namespace"] != ns {
+					t.Errorf("the migration's %s lacks Helm's ownership annotations of release %s/%s: %v", kind, ns, r.Name, a)
 				}
 			}
 
@@ -100,33 +100,33 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			// immutable"; docs/troubleshooting.md gives the way out).
 			if h.name == "helm4" {
 				start := time.Now()
-				out, err = env.run.Run(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+				out, err = env.run.Run(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
 				res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 				if err != nil || strings.Contains(out, "cannot be imported") {
 					t.Fatalf("%s rollback to the install's revision: %v\n%s", h.name, err, out)
 				}
-				if got := r.appIdentity(ctx); got != first {
+				if got := r.AppIdentity(ctx); got != first {
 					t.Fatalf("after the rollback the Deployment has identity %s, want the install's %s", got, first)
 				}
-				r.rolledOut(2 * time.Minute)
+				r.RolledOut(2 * time.Minute)
 			}
 			// the v2 values again: the migration ran on this database, nothing runs twice
-			_, d = r.mustDeploy(slow)
+			_, d = r.MustDeploy(slow)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 3
-			if got := r.appIdentity(ctx); got != second {
+			if got := r.AppIdentity(ctx); got != second {
 				t.Fatalf("after the upgrade again the Deployment has identity %s, want %s", got, second)
 			}
-			r.assertWitness(ctx, second)
-			if runs := r.psqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", second)); runs != 1 {
+			r.AssertWitness(ctx, second)
+			if runs := r.PsqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", second)); runs != 1 {
 				t.Errorf("the v2 migration ran %d times on the database, want once", runs)
 			}
 
 			r.uninstall()
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
-				"PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0": true,
-				"Secret/" + r.fullname() + "-postgresql":                       true,
-				"ConfigMap/" + r.storeName():                                   true,
+				"PersistentVolumeClaim/data-" + r.Fullname() + "-postgresql-0": true,
+				"Secret/" + r.Fullname() + "-postgresql":                       true,
+				"ConfigMap/" + r.StoreName():                                   true,
 			})
 		})
 	}

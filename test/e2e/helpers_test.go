@@ -14,9 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// newNamespace creates a namespace for one scenario, with the given labels, and deletes it when the test
+// NewNamespace creates a namespace for one scenario, with the given labels, and deletes it when the test
 // ends (unless KEEP_CLUSTER=1, so a failure can be looked at).
-func newNamespace(t *testing.T, prefix string, labels map[string]string) string {
+func NewNamespace(t *testing.T, prefix string, labels map[string]string) string {
 	t.Helper()
 	ctx := context.Background()
 	ns, err := env.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
@@ -27,10 +27,10 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 	}
 	t.Cleanup(func() {
 		if labels["pod-security.kubernetes.io/enforce"] == "restricted" {
-			assertNoPodSecurityRejections(t, ns.Name)
+			AssertNoPodSecurityRejections(t, ns.Name)
 		}
 		if t.Failed() {
-			dumpNamespace(t, ns.Name)
+			DumpNamespace(t, ns.Name)
 			if os.Getenv("KEEP_CLUSTER") == "1" {
 				t.Logf("KEEP_CLUSTER=1: namespace %s kept", ns.Name)
 				return
@@ -44,16 +44,16 @@ func newNamespace(t *testing.T, prefix string, labels map[string]string) string 
 	return ns.Name
 }
 
-// dumpNamespace logs what a failed scenario left behind.
-func dumpNamespace(t *testing.T, ns string) {
+// DumpNamespace logs what a failed scenario left behind.
+func DumpNamespace(t *testing.T, ns string) {
 	out, _ := env.run.Run(t, env.kubectl, "get", "all,events", "-n", ns, "-o", "wide")
 	t.Logf("namespace %s at failure:\n%s", ns, out)
 }
 
-// waitUntil polls cond until it returns true, an error, or timeout passes. Between two polls it waits
+// WaitUntil polls cond until it returns true, an error, or timeout passes. Between two polls it waits
 // pollInterval of what the last poll took: a client-go read polls every 500 ms, a `kubectl exec psql` about
 // every 2 s, so that no condition spends the machine's cores on being asked (development.md).
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
+func WaitUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, error)) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -67,7 +67,7 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx c
 			select {
 			case <-ctx.Done():
 				err = ctx.Err()
-			case <-time.After(pollInterval(time.Since(start))):
+			case <-time.After(PollInterval(time.Since(start))):
 				continue
 			}
 		}
@@ -75,13 +75,13 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func(ctx c
 	}
 }
 
-// pollInterval is the wait after a poll that took took: four times as long, within [500 ms, 5 s].
-func pollInterval(took time.Duration) time.Duration {
+// PollInterval is the wait after a poll that took took: four times as long, within [500 ms, 5 s].
+func PollInterval(took time.Duration) time.Duration {
 	return min(max(4*took, 500*time.Millisecond), 5*time.Second)
 }
 
-// assertNoPodSecurityRejections fails the test when the restricted namespace refused any pod.
-func assertNoPodSecurityRejections(t *testing.T, ns string) {
+// AssertNoPodSecurityRejections fails the test when the restricted namespace refused any pod.
+func AssertNoPodSecurityRejections(t *testing.T, ns string) {
 	t.Helper()
 	evs, err := env.client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {

@@ -34,9 +34,9 @@ func helmCLIs() []struct{ name, bin string } {
 }
 
 // uninstall runs `helm uninstall --wait`.
-func (r *release) uninstall() {
-	r.t.Helper()
-	env.run.Must(r.t, r.helm, "uninstall", r.name, "-n", r.ns, "--wait", "--timeout", "2m")
+func (r *Release) uninstall() {
+	r.T.Helper()
+	env.run.Must(r.T, r.Helm, "uninstall", r.Name, "-n", r.Namespace, "--wait", "--timeout", "2m")
 }
 
 // leftovers lists what is left in the namespace besides what Kubernetes puts there itself and the names in
@@ -122,10 +122,10 @@ func assertNothingLeftAfterUninstall(t *testing.T, ns string, keep map[string]bo
 
 // staleJob creates a Complete Job named name that carries the release's migration labels and identity id:
 // what an uninstall with --no-hooks, or an earlier chart, leaves behind.
-func staleJob(ctx context.Context, t *testing.T, r *release, name, id string) {
+func staleJob(ctx context.Context, t *testing.T, r *Release, name, id string) {
 	t.Helper()
 	labels := map[string]string{
-		"app.kubernetes.io/instance":  r.name,
+		"app.kubernetes.io/instance":  r.Name,
 		"app.kubernetes.io/component": "migration",
 		"premigrate.io/identity":      id,
 	}
@@ -143,21 +143,21 @@ func staleJob(ctx context.Context, t *testing.T, r *release, name, id string) {
 		},
 	}
 	job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
-	if _, err := env.client.BatchV1().Jobs(r.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	if _, err := env.client.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the stale Job %s: %v", name, err)
 	}
-	waitUntil(t, "the stale Job "+name+" to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, name, metav1.GetOptions{})
+	WaitUntil(t, "the stale Job "+name+" to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && j.Status.Succeeded == 1, err
 	})
 }
 
 // jobLog is the migrate container's log of the Job called name.
-func (r *release) jobLog(name string) string {
-	r.t.Helper()
-	out, err := env.run.Stdout(r.t, env.kubectl, "logs", "-n", r.ns, "job/"+name, "-c", "migrate")
+func (r *Release) jobLog(name string) string {
+	r.T.Helper()
+	out, err := env.run.Stdout(r.T, env.kubectl, "logs", "-n", r.Namespace, "job/"+name, "-c", "migrate")
 	if err != nil {
-		r.t.Fatalf("reading the log of Job %s: %v", name, err)
+		r.T.Fatalf("reading the log of Job %s: %v", name, err)
 	}
 	return out
 }
@@ -165,32 +165,32 @@ func (r *release) jobLog(name string) string {
 // assertSkipped waits for the re-created Job called name to finish and checks, from the Job's status, its log
 // and the database, that it skipped its recorded migration: 1 succeeded and 0 failed pods, "already recorded"
 // and no output of the migration command, the runs and the schema version left as they were.
-func (r *release) assertSkipped(ctx context.Context, name string, runs, schema int) {
-	r.t.Helper()
-	waitUntil(r.t, "the re-created Job "+name+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, name, metav1.GetOptions{})
+func (r *Release) assertSkipped(ctx context.Context, name string, runs, schema int) {
+	r.T.Helper()
+	WaitUntil(r.T, "the re-created Job "+name+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
 	})
 	if j := r.job(ctx, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
-		r.t.Errorf("re-created Job %s: %d succeeded, %d failed pods, want 1 and 0", name, j.Status.Succeeded, j.Status.Failed)
+		r.T.Errorf("re-created Job %s: %d succeeded, %d failed pods, want 1 and 0", name, j.Status.Succeeded, j.Status.Failed)
 	}
 	if log := r.jobLog(name); !strings.Contains(log, "already recorded") || strings.Contains(log, "migrate:") {
-		r.t.Errorf("the re-created Job %s ran the migration instead of skipping it:\n%s", name, log)
+		r.T.Errorf("the re-created Job %s ran the migration instead of skipping it:\n%s", name, log)
 	}
-	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
-		r.t.Errorf("%d migration runs after Job %s, want %d", got, name, runs)
+	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
+		r.T.Errorf("%d migration runs after Job %s, want %d", got, name, runs)
 	}
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != schema {
-		r.t.Errorf("schema at version %d after Job %s, want %d (migrations are not undone)", v, name, schema)
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != schema {
+		r.T.Errorf("schema at version %d after Job %s, want %d (migrations are not undone)", v, name, schema)
 	}
 }
 
 // job reads the Job called name.
-func (r *release) job(ctx context.Context, name string) *batchv1.Job {
-	r.t.Helper()
-	j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, name, metav1.GetOptions{})
+func (r *Release) job(ctx context.Context, name string) *batchv1.Job {
+	r.T.Helper()
+	j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		r.t.Fatalf("getting Job %s: %v", name, err)
+		r.T.Fatalf("getting Job %s: %v", name, err)
 	}
 	return j
 }
@@ -204,20 +204,20 @@ func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *tes
 			share(t, weightOne, 120*time.Second)
 			res := scenario(t, reinstallScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "reinst-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
+			ns := NewNamespace(t, "reinst-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
 			values := framework.Merge(baseValues(), map[string]any{
 				"image":      map[string]any{"tag": "v2"},
 				"postgresql": map[string]any{"persistence": map[string]any{"enabled": false}},
 				// slow migrations: a gate that trusted old evidence would let the pods start long before them
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "4s")}},
 			})
-			r.mustDeploy(values)
+			r.MustDeploy(values)
 			upgraded := framework.Merge(values, map[string]any{"env": []any{framework.EnvVar("GREETING", "again")}})
-			_, d := r.mustDeploy(upgraded)
+			_, d := r.MustDeploy(upgraded)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
-			id := r.appIdentity(ctx)
-			if j := r.job(ctx, r.fullname()+"-migrate"); j.Labels["premigrate.io/identity"] != id || j.Status.Succeeded != 1 {
+			id := r.AppIdentity(ctx)
+			if j := r.job(ctx, r.Fullname()+"-migrate"); j.Labels["premigrate.io/identity"] != id || j.Status.Succeeded != 1 {
 				t.Fatalf("the upgrade's hook Job has identity %q and %d succeeded pods, want %s and 1", j.Labels["premigrate.io/identity"], j.Status.Succeeded, id)
 			}
 
@@ -226,15 +226,15 @@ func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *tes
 
 			// A Complete Job of this identity under the hook Job's name, as `helm uninstall --no-hooks` or an
 			// earlier chart leaves it: the reinstall's pods must not take it for their migration.
-			staleJob(ctx, t, r, r.fullname()+"-migrate", id)
-			_, d = r.mustDeploy(upgraded)
+			staleJob(ctx, t, r, r.Fullname()+"-migrate", id)
+			_, d = r.MustDeploy(upgraded)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 1
-			if got := r.appIdentity(ctx); got != id {
+			if got := r.AppIdentity(ctx); got != id {
 				t.Fatalf("the reinstall has identity %s, want the upgrade's %s (same values)", got, id)
 			}
-			r.assertWitness(ctx, id)
-			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 1 {
+			r.AssertWitness(ctx, id)
+			if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != 1 {
 				t.Errorf("the new database saw %d migration runs, want 1", got)
 			}
 		})
@@ -250,58 +250,58 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			share(t, weightOne, 90*time.Second)
 			res := scenario(t, enableLaterScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "later-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
+			ns := NewNamespace(t, "later-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
 			// without migrations the demo never becomes ready on its empty database: no readiness probe ({}: null is the default)
-			r.mustDeploy(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
-			records := r.anchorName()
+			r.MustDeploy(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
+			records := r.AnchorName()
 			if _, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("ConfigMap %s exists without migrations (err %v)", records, err)
 			}
 
-			_, d := r.mustDeploy(baseValues())
+			_, d := r.MustDeploy(baseValues())
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
-			id := r.appIdentity(ctx)
-			r.assertWitness(ctx, id)
+			id := r.AppIdentity(ctx)
+			r.AssertWitness(ctx, id)
 			cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("the records ConfigMap was not created: %v", err)
 			}
-			if cm.Annotations["meta.helm.sh/release-name"] != r.name {
+			if cm.Annotations["meta.helm.sh/release-name"] != r.Name {
 				t.Errorf("records ConfigMap annotations %v: want Helm's ownership", cm.Annotations)
 			}
-			if _, ok := r.records(ctx)[id]; !ok {
-				t.Errorf("the store %s lacks the record of %s: %v", r.storeName(), id, r.records(ctx))
+			if _, ok := r.Records(ctx)[id]; !ok {
+				t.Errorf("the store %s lacks the record of %s: %v", r.StoreName(), id, r.Records(ctx))
 			}
-			if manifest := env.run.Must(t, h.bin, "get", "manifest", r.name, "-n", ns); !strings.Contains(manifest, "name: "+records) {
+			if manifest := env.run.Must(t, h.bin, "get", "manifest", r.Name, "-n", ns); !strings.Contains(manifest, "name: "+records) {
 				t.Errorf("the release's manifest does not hold ConfigMap %s: Helm did not adopt it", records)
 			}
 
 			// both records ConfigMaps deleted by hand: the release's and the store
-			for _, name := range []string{records, r.storeName()} {
+			for _, name := range []string{records, r.StoreName()} {
 				if err := env.client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			_, d = r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+			_, d = r.MustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 2
-			id = r.appIdentity(ctx)
-			r.assertWitness(ctx, id)
+			id = r.AppIdentity(ctx)
+			r.AssertWitness(ctx, id)
 			if _, err = env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); err != nil {
 				t.Fatalf("the records ConfigMap deleted by hand was not created again: %v", err)
 			}
-			if _, ok := r.records(ctx)[id]; !ok {
-				t.Errorf("records %v lack identity %s", r.records(ctx), id)
+			if _, ok := r.Records(ctx)[id]; !ok {
+				t.Errorf("records %v lack identity %s", r.Records(ctx), id)
 			}
-			if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+			if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {
 				t.Errorf("schema at version %d, want 2", v)
 			}
 			r.uninstall()
-			pvc := "PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0"
+			pvc := "PersistentVolumeClaim/data-" + r.Fullname() + "-postgresql-0"
 			// the store goes with the claim it is owned by, which the StatefulSet keeps: the records live as long as the data
-			assertNothingLeftAfterUninstall(t, ns, map[string]bool{pvc: true, "Secret/" + r.fullname() + "-postgresql": true,
-				"ConfigMap/" + r.storeName(): true})
+			assertNothingLeftAfterUninstall(t, ns, map[string]bool{pvc: true, "Secret/" + r.Fullname() + "-postgresql": true,
+				"ConfigMap/" + r.StoreName(): true})
 		})
 	}
 }
@@ -316,46 +316,46 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 			share(t, weightOne, 100*time.Second)
 			res := scenario(t, jobModeRollbackScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "jrb-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
+			ns := NewNamespace(t, "jrb-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
 			base := framework.Merge(baseValues(), map[string]any{
 				"migration":  map[string]any{"mode": "job", "backoffLimit": 1},
 				"postgresql": map[string]any{"auth": map[string]any{"password": "rollback-test-password"}},
 				"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
 			})
-			r.mustDeploy(base)
-			oldID := r.appIdentity(ctx)
-			_, d := r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+			r.MustDeploy(base)
+			oldID := r.AppIdentity(ctx)
+			_, d := r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
-			oldJob := r.fullname() + "-migrate-" + oldID
+			oldJob := r.Fullname() + "-migrate-" + oldID
 			if _, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("the upgrade kept the old identity's Job %s (err %v): the rollback would not re-create it", oldJob, err)
 			}
 
 			start := time.Now()
-			env.run.Must(t, h.bin, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+			env.run.Must(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 			res.Upgrades = 2
-			r.rolledOut(2 * time.Minute)
-			if got := r.appIdentity(ctx); got != oldID {
+			r.RolledOut(2 * time.Minute)
+			if got := r.AppIdentity(ctx); got != oldID {
 				t.Fatalf("after the rollback the Deployment has identity %s, want the first revision's %s", got, oldID)
 			}
 			r.assertSkipped(ctx, oldJob, 2, 2)
-			r.assertWitness(ctx, oldID)
+			r.AssertWitness(ctx, oldID)
 
 			// Negative control: without the record, the same re-created Job runs the v1 migration, which the
 			// demo refuses on the v2 schema.
-			env.run.Must(t, env.kubectl, "patch", "configmap", r.storeName(), "-n", ns, "--type", "json",
+			env.run.Must(t, env.kubectl, "patch", "configmap", r.StoreName(), "-n", ns, "--type", "json",
 				"-p", fmt.Sprintf(`[{"op":"remove","path":"/data/%s"}]`, oldID))
 			if err := env.client.BatchV1().Jobs(ns).Delete(ctx, oldJob, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 				t.Fatal(err)
 			}
-			waitUntil(t, "Job "+oldJob+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+			WaitUntil(t, "Job "+oldJob+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
 				_, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
-			env.run.Must(t, h.bin, "rollback", r.name, "1", "-n", ns, "--timeout", "2m")
-			waitUntil(t, "the unrecorded Job "+oldJob+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			env.run.Must(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--timeout", "2m")
+			WaitUntil(t, "the unrecorded Job "+oldJob+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
 				j, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 				return err == nil && jobFailed(j), nil
 			})
@@ -380,36 +380,36 @@ func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 	share(t, weightOne, 50*time.Second)
 	res := scenario(t, gitopsRevertTTLScenario, env.kubectl)
 	ctx := context.Background()
-	ns := newNamespace(t, "revert", restricted)
-	r := newRelease(t, ns, "app", "")
+	ns := NewNamespace(t, "revert", restricted)
+	r := NewRelease(t, ns, "app", "")
 	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 3},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "revert-test-password"}},
 		"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
 	})
-	v1 := r.template(base)
-	r.apply(v1)
-	r.rolledOut(4 * time.Minute)
-	oldID := r.appIdentity(ctx)
-	r.apply(r.template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}})))
-	r.rolledOut(4 * time.Minute)
-	oldJob := r.fullname() + "-migrate-" + oldID
-	waitUntil(t, "the TTL controller to delete "+oldJob, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	v1 := r.Template(base)
+	r.Apply(v1)
+	r.RolledOut(4 * time.Minute)
+	oldID := r.AppIdentity(ctx)
+	r.Apply(r.Template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}})))
+	r.RolledOut(4 * time.Minute)
+	oldJob := r.Fullname() + "-migrate-" + oldID
+	WaitUntil(t, "the TTL controller to delete "+oldJob, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	start := time.Now()
-	r.apply(v1) // the revert: the first rendering again
-	r.rolledOut(4 * time.Minute)
+	r.Apply(v1) // the revert: the first rendering again
+	r.RolledOut(4 * time.Minute)
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	res.Upgrades = 2
-	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 2 {
+	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != 2 {
 		t.Errorf("%d migration runs after the revert, want 2", got)
 	}
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {
 		t.Errorf("schema at version %d after the revert, want 2", v)
 	}
-	r.assertWitness(ctx, oldID)
+	r.AssertWitness(ctx, oldID)
 }
 
 // Issue: the first install with the embedded database waits for PostgreSQL, whatever the migration's own
@@ -418,19 +418,19 @@ func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing
 	share(t, weightOne, 75*time.Second)
 	res := scenario(t, slowDatabaseScenario, env.helm4)
 	ctx := context.Background()
-	ns := newNamespace(t, "slowdb", restricted)
-	r := newRelease(t, ns, "app", env.helm4)
-	_, d := r.mustDeploy(framework.Merge(baseValues(), map[string]any{
+	ns := NewNamespace(t, "slowdb", restricted)
+	r := NewRelease(t, ns, "app", env.helm4)
+	_, d := r.MustDeploy(framework.Merge(baseValues(), map[string]any{
 		"postgresql": map[string]any{"env": []any{framework.EnvVar("POSTGRES_START_DELAY", "60s")}},
 		"migration": map[string]any{"backoffLimit": 0,
 			"env": []any{framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "1s")}},
 	}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	id := r.appIdentity(ctx)
-	name := r.fullname() + "-migrate-" + id
+	id := r.AppIdentity(ctx)
+	name := r.Fullname() + "-migrate-" + id
 	// the gate lets the pods go on the record, written just before the Job's pod exits: the Job's own
 	// status may follow a moment later
-	waitUntil(t, "Job "+name+" to finish", time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "Job "+name+" to finish", time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
 	})
@@ -443,5 +443,5 @@ func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing
 	if d < 55*time.Second {
 		t.Errorf("the install took %s although PostgreSQL was held back 60 s: the delay did not apply", d)
 	}
-	r.assertWitness(ctx, id)
+	r.AssertWitness(ctx, id)
 }

@@ -44,17 +44,17 @@ var failingMigration = map[string]any{"migration": map[string]any{"args": []any{
 
 // failedInstall runs a first `helm upgrade --install --wait --wait-for-jobs` whose migration fails, and returns
 // Helm's output, the migration Job's name and how long after its failure (the API server's time) the CLI exited.
-func (r *release) failedInstall(values map[string]any, timeout time.Duration) (string, string, time.Duration) {
-	r.t.Helper()
-	out, _, err := r.deploy(values, "--wait-for-jobs", "--timeout", timeout.String())
+func (r *Release) failedInstall(values map[string]any, timeout time.Duration) (string, string, time.Duration) {
+	r.T.Helper()
+	out, _, err := r.Deploy(values, "--wait-for-jobs", "--timeout", timeout.String())
 	ended := time.Now()
 	if err == nil {
-		r.t.Fatalf("the first install succeeded with a failing migration:\n%s", out)
+		r.T.Fatalf("the first install succeeded with a failing migration:\n%s", out)
 	}
-	jobs, err := env.client.BatchV1().Jobs(r.ns).List(context.Background(), metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + r.name + ",app.kubernetes.io/component=migration"})
+	jobs, err := env.client.BatchV1().Jobs(r.Namespace).List(context.Background(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + r.Name + ",app.kubernetes.io/component=migration"})
 	if err != nil || len(jobs.Items) != 1 {
-		r.t.Fatalf("the failed install left %v migration Jobs (err %v), want 1:\n%s", jobNames(jobs), err, out)
+		r.T.Fatalf("the failed install left %v migration Jobs (err %v), want 1:\n%s", jobNames(jobs), err, out)
 	}
 	j := jobs.Items[0]
 	for _, c := range j.Status.Conditions {
@@ -62,7 +62,7 @@ func (r *release) failedInstall(values map[string]any, timeout time.Duration) (s
 			return out, j.Name, ended.Sub(c.LastTransitionTime.Time)
 		}
 	}
-	r.t.Fatalf("the migration Job %s is not Failed after the failed install: %+v\n%s", j.Name, j.Status, out)
+	r.T.Fatalf("the migration Job %s is not Failed after the failed install: %+v\n%s", j.Name, j.Status, out)
 	return "", "", 0
 }
 
@@ -85,11 +85,11 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 			res := scenario(t, externalDatabaseFirstInstallFailsFastScenarios[h.name], h.bin)
 			ctx := context.Background()
 			l := newLedger(t, h.bin) // its namespace, and a PostgreSQL with the Secret ledger-db
-			r := newRelease(t, l.ns, "app", h.bin)
-			r.psqlArgs = []string{"ledger-db", "psql", "-U", "ledger", "-d", "ledger"}
+			r := NewRelease(t, l.ns, "app", h.bin)
+			r.PsqlArgs = []string{"ledger-db", "psql", "-U", "ledger", "-d", "ledger"}
 			out, job, lag := r.failedInstall(externalValues("v1", failingMigration), 3*time.Minute)
-			if job != r.fullname()+"-migrate" {
-				t.Errorf("the install's migration Job is %s, want the hook %s-migrate", job, r.fullname())
+			if job != r.Fullname()+"-migrate" {
+				t.Errorf("the install's migration Job is %s, want the hook %s-migrate", job, r.Fullname())
 			}
 			res.Numbers = map[string]float64{"helmExitAfterJobFailedSec": lag.Seconds()}
 			if lag > 30*time.Second {
@@ -101,14 +101,14 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 					t.Errorf("the failed install's output does not name %q (the hook, its Job, the migration's log):\n%s", want, out)
 				}
 			}
-			j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, job, metav1.GetOptions{})
+			j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, job, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := j.Annotations["helm.sh/hook"]; got != "pre-install,pre-upgrade" {
 				t.Errorf("the install's Job has helm.sh/hook %q, want pre-install,pre-upgrade", got)
 			}
-			if _, err := env.client.AppsV1().Deployments(r.ns).Get(ctx, r.fullname(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := env.client.AppsV1().Deployments(r.Namespace).Get(ctx, r.Fullname(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("the failed pre-install hook left an app Deployment (err %v): nothing of the app may exist before its migration", err)
 			}
 			if log := r.jobLog(job); !strings.Contains(log, `unknown command "bogus"`) {
@@ -123,32 +123,32 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 				t.Errorf("after helm uninstall the failed Job's log is gone:\n%s", log)
 			}
 			start := time.Now()
-			r.mustDeploy(externalValues("v1", nil))
+			r.MustDeploy(externalValues("v1", nil))
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-			id := r.appIdentity(ctx)
-			r.assertWitness(ctx, id)
-			if v := r.psqlInt("select max(version) from schema_migrations"); v != 1 {
+			id := r.AppIdentity(ctx)
+			r.AssertWitness(ctx, id)
+			if v := r.PsqlInt("select max(version) from schema_migrations"); v != 1 {
 				t.Errorf("schema at version %d after the install, want 1", v)
 			}
 			// the next upgrade's hook is owned by the release's ConfigMap, so helm uninstall takes it with it
 			start = time.Now()
-			r.mustDeploy(externalValues("v2", nil))
+			r.MustDeploy(externalValues("v2", nil))
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 			res.Upgrades = 2
-			r.assertWitness(ctx, r.appIdentity(ctx))
-			j, err = env.client.BatchV1().Jobs(r.ns).Get(ctx, job, metav1.GetOptions{})
+			r.AssertWitness(ctx, r.AppIdentity(ctx))
+			j, err = env.client.BatchV1().Jobs(r.Namespace).Get(ctx, job, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].Name != r.anchorName() {
-				t.Errorf("the upgrade's hook Job is owned by %v, want the release's ConfigMap %s", j.OwnerReferences, r.anchorName())
+			if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].Name != r.AnchorName() {
+				t.Errorf("the upgrade's hook Job is owned by %v, want the release's ConfigMap %s", j.OwnerReferences, r.AnchorName())
 			}
-			if n := r.psqlInt("select count(*) from demo_migrate_runs"); n != 2 {
+			if n := r.PsqlInt("select count(*) from demo_migrate_runs"); n != 2 {
 				t.Errorf("%d successful migration runs, want 2 (v1 and v2, each once)", n)
 			}
 			r.uninstall()
-			keep := map[string]bool{"ConfigMap/" + r.storeName(): true, "Pod/ledger-db": true, "Secret/ledger-db": true}
-			assertNothingLeftAfterUninstall(t, r.ns, keep)
+			keep := map[string]bool{"ConfigMap/" + r.StoreName(): true, "Pod/ledger-db": true, "Secret/ledger-db": true}
+			assertNothingLeftAfterUninstall(t, r.Namespace, keep)
 			t.Logf("the failed first install ended %s after its Job failed; installed, upgraded and uninstalled after", lag.Round(time.Second))
 		})
 	}
@@ -160,11 +160,11 @@ func TestAFirstInstallWithAPlainJobEndsOnlyAtHelmsTimeout(t *testing.T) {
 	share(t, weightOne, 100*time.Second)
 	res := scenario(t, externalDatabaseFirstInstallPlainJobControlScenario, env.helm3)
 	l := newLedger(t, env.helm3)
-	r := newRelease(t, l.ns, "app", env.helm3)
+	r := NewRelease(t, l.ns, "app", env.helm3)
 	values := externalValues("v1", framework.Merge(failingMigration, map[string]any{"migration": map[string]any{"preInstallHook": false}}))
 	const timeout = 75 * time.Second
 	out, job, lag := r.failedInstall(values, timeout)
-	if job == r.fullname()+"-migrate" {
+	if job == r.Fullname()+"-migrate" {
 		t.Errorf("control: the install's migration Job is the hook %s, want the plain Job of its identity", job)
 	}
 	res.Numbers = map[string]float64{"helmExitAfterJobFailedSec": lag.Seconds()}

@@ -70,23 +70,23 @@ func previousChart(t *testing.T) (string, string) {
 // migration that is recorded: the rollback's pods start on the install's record. schema is the database's
 // version, one the previous chart's app (version 1) serves on: the demo's apps refuse a schema more than one
 // version ahead (unready), as old code on a newer schema should.
-func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string, schema int) {
+func rollBackToThePreviousChart(t *testing.T, r *Release, cli, version string, schema int) {
 	t.Helper()
 	ctx := context.Background()
-	runs := r.psqlInt("select count(*) from demo_migrate_runs")
-	out, err := env.run.Run(t, r.helm, "rollback", r.name, "1", "-n", r.ns, "--wait", "--timeout", "4m")
+	runs := r.PsqlInt("select count(*) from demo_migrate_runs")
+	out, err := env.run.Run(t, r.Helm, "rollback", r.Name, "1", "-n", r.Namespace, "--wait", "--timeout", "4m")
 	if err != nil {
 		t.Fatalf("rolling back to the previous chart %s (revision 1): %v\n%s", version, err, out)
 	}
-	prevID := r.appIdentity(ctx)
-	r.assertWitness(ctx, prevID)
-	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+	prevID := r.AppIdentity(ctx)
+	r.AssertWitness(ctx, prevID)
+	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 		t.Errorf("%d migration runs after the rollback to revision 1, want %d: its migration is recorded", got, runs)
 	}
 	var status struct {
 		Version int `json:"version"`
 	}
-	if err := json.Unmarshal([]byte(env.run.Must(t, r.helm, "status", r.name, "-n", r.ns, "-o", "json")), &status); err != nil || status.Version == 0 {
+	if err := json.Unmarshal([]byte(env.run.Must(t, r.Helm, "status", r.Name, "-n", r.Namespace, "-o", "json")), &status); err != nil || status.Version == 0 {
 		t.Fatalf("reading the release's revision after the rollback: %v", err)
 	}
 	onFailure := "--rollback-on-failure"
@@ -96,41 +96,41 @@ func rollBackToThePreviousChart(t *testing.T, r *release, cli, version string, s
 	next := strconv.Itoa(schema + 1)
 	failing := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v" + next},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", next)}}})
-	out, _, err = r.deploy(failing, onFailure)
+	out, _, err = r.Deploy(failing, onFailure)
 	if err == nil {
 		t.Fatalf("an upgrade whose migration fails succeeded:\n%s", out)
 	}
-	installJob := r.fullname() + "-migrate-" + prevID
+	installJob := r.Fullname() + "-migrate-" + prevID
 	if cli == "helm3" && strings.Contains(out, `cannot patch "`+installJob+`" with kind Job`) {
 		// Helm 3's three-way patch of the previous chart's plain install Job drops the selector the API server
 		// generated (docs/troubleshooting.md, "Helm 3: helm rollback ... fails with field is immutable on a
 		// Job"): its way out is proven here instead. Helm 4 applies server-side and is not affected.
 		t.Logf("Helm 3 failed the rollback on the install's Job %s, as documented; taking the documented way out", installJob)
-		if err := env.client.BatchV1().Jobs(r.ns).Delete(ctx, installJob, metav1.DeleteOptions{
+		if err := env.client.BatchV1().Jobs(r.Namespace).Delete(ctx, installJob, metav1.DeleteOptions{
 			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 			t.Fatalf("deleting the install's Job %s: %v", installJob, err)
 		}
-		waitUntil(t, "the install's Job to be gone", time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, installJob, metav1.GetOptions{})
+		WaitUntil(t, "the install's Job to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, installJob, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
-		if out, err := env.run.Run(t, r.helm, "rollback", r.name, strconv.Itoa(status.Version), "-n", r.ns, "--wait", "--timeout", "4m"); err != nil {
+		if out, err := env.run.Run(t, r.Helm, "rollback", r.Name, strconv.Itoa(status.Version), "-n", r.Namespace, "--wait", "--timeout", "4m"); err != nil {
 			t.Fatalf("the documented way out failed: rollback to revision %d: %v\n%s", status.Version, err, out)
 		}
 	} else if strings.Contains(out, "conflict") || strings.Contains(out, "rollback failed") || strings.Contains(out, "an error occurred while rolling back") {
 		t.Errorf("the rollback on failure to the previous chart did not apply cleanly:\n%s", out)
 	}
-	history := env.run.Must(t, r.helm, "history", r.name, "-n", r.ns, "--max", "1")
+	history := env.run.Must(t, r.Helm, "history", r.Name, "-n", r.Namespace, "--max", "1")
 	if !strings.Contains(history, "deployed") || !strings.Contains(history, "premigrate-"+version) {
 		t.Errorf("after the rollback on failure the release is not deployed on chart %s:\n%s", version, history)
 	}
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != schema {
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != schema {
 		t.Errorf("schema at version %d after the failed migration, want %d", v, schema)
 	}
-	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 		t.Errorf("%d successful migration runs after the rollback on failure, want %d: only the failing one ran", got, runs)
 	}
-	r.assertWitness(ctx, r.appIdentity(ctx))
+	r.AssertWitness(ctx, r.AppIdentity(ctx))
 }
 
 // A release of the previous chart version upgrades to this one: the records ConfigMap, a pre-install hook
@@ -144,10 +144,10 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 			res := scenario(t, upgradeFromPreviousScenarios[h.name], h.bin)
 			ctx := context.Background()
 			chart, version := previousChart(t)
-			ns := newNamespace(t, "prev-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
-			out, err := env.run.Run(t, h.bin, "upgrade", "--install", r.name, chart, "-n", ns, "--wait", "--timeout", "4m",
-				"--values", r.valuesFile(baseValues()))
+			ns := NewNamespace(t, "prev-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
+			out, err := env.run.Run(t, h.bin, "upgrade", "--install", r.Name, chart, "-n", ns, "--wait", "--timeout", "4m",
+				"--values", r.ValuesFile(baseValues()))
 			if err != nil {
 				t.Fatalf("installing the previous chart %s: %v", version, err)
 			}
@@ -165,30 +165,30 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 				d := r.upgradeAsPreviewed(values)
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
 				res.Upgrades++
-				id := r.appIdentity(ctx)
-				r.assertWitness(ctx, id)
-				cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.anchorName(), metav1.GetOptions{})
+				id := r.AppIdentity(ctx)
+				r.AssertWitness(ctx, id)
+				cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
 				if err != nil {
 					t.Fatalf("upgrade %d: %v", i+1, err)
 				}
-				if cm.Annotations["meta.helm.sh/release-name"] != r.name || cm.Annotations["helm.sh/hook"] != "" {
+				if cm.Annotations["meta.helm.sh/release-name"] != r.Name || cm.Annotations["helm.sh/hook"] != "" {
 					t.Errorf("upgrade %d: records ConfigMap annotations %v: want a release object", i+1, cm.Annotations)
 				}
-				if _, ok := r.records(ctx)[id]; !ok {
-					t.Errorf("upgrade %d: the store lacks %s: %v", i+1, id, r.records(ctx))
+				if _, ok := r.Records(ctx)[id]; !ok {
+					t.Errorf("upgrade %d: the store lacks %s: %v", i+1, id, r.Records(ctx))
 				}
 				if i == 0 { // schema 2: the previous chart's app (version 1) still runs on it
 					rollBackToThePreviousChart(t, r, h.name, version, 2)
 				}
 			}
-			if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
+			if v := r.PsqlInt("select max(version) from schema_migrations"); v != 3 {
 				t.Errorf("schema at version %d, want 3", v)
 			}
 			r.uninstall()
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
-				"PersistentVolumeClaim/data-" + r.fullname() + "-postgresql-0": true,
-				"Secret/" + r.fullname() + "-postgresql":                       true,
-				"ConfigMap/" + r.storeName():                                   true,
+				"PersistentVolumeClaim/data-" + r.Fullname() + "-postgresql-0": true,
+				"Secret/" + r.Fullname() + "-postgresql":                       true,
+				"ConfigMap/" + r.StoreName():                                   true,
 			})
 			t.Logf("chart %s upgraded to this chart twice, then uninstalled", version)
 		})

@@ -40,8 +40,8 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 			share(t, weightOne, 110*time.Second)
 			res := scenario(t, forceUpgradeScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "force-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
+			ns := NewNamespace(t, "force-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
 			// the Jobs go at once: only the records can release the pods of a rollback
 			values := func(tag string) map[string]any {
 				return framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": tag},
@@ -49,58 +49,58 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 			}
 			var ids []string
 			for _, tag := range []string{"v1", "v2"} {
-				_, d := r.mustDeploy(values(tag))
+				_, d := r.MustDeploy(values(tag))
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
-				ids = append(ids, r.appIdentity(ctx))
+				ids = append(ids, r.AppIdentity(ctx))
 			}
-			env.run.Must(t, env.kubectl, "patch", "configmap", r.anchorName(), "-n", ns, "--type", "merge",
+			env.run.Must(t, env.kubectl, "patch", "configmap", r.AnchorName(), "-n", ns, "--type", "merge",
 				"-p", `{"data":{"marker":"kept only if Helm does not replace this object"}}`)
-			_, d := r.mustDeploy(values("v3"), forceFlag(h.bin)...)
+			_, d := r.MustDeploy(values("v3"), forceFlag(h.bin)...)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
-			ids = append(ids, r.appIdentity(ctx))
-			r.assertWitness(ctx, ids[2])
-			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.anchorName(), metav1.GetOptions{})
+			ids = append(ids, r.AppIdentity(ctx))
+			r.AssertWitness(ctx, ids[2])
+			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, ok := anchor.Data["marker"]; ok {
-				t.Fatalf("the forced upgrade did not replace ConfigMap %s (its marker is still there): the scenario proves nothing", r.anchorName())
+				t.Fatalf("the forced upgrade did not replace ConfigMap %s (its marker is still there): the scenario proves nothing", r.AnchorName())
 			}
-			records := r.records(ctx)
+			records := r.Records(ctx)
 			for i, id := range ids {
 				if _, ok := records[id]; !ok {
 					t.Errorf("after the forced upgrade the store lacks the record of revision %d (%s): %v", i+1, id, records)
 				}
 			}
-			runs := r.psqlInt("select count(*) from demo_migrate_runs")
+			runs := r.PsqlInt("select count(*) from demo_migrate_runs")
 
 			// a forced rollback to revision 2: no hook runs; its pods start on their record, nothing migrates
 			start := time.Now()
-			env.run.Must(t, h.bin, append([]string{"rollback", r.name, "2", "-n", ns, "--wait", "--timeout", "4m"}, forceFlag(h.bin)...)...)
+			env.run.Must(t, h.bin, append([]string{"rollback", r.Name, "2", "-n", ns, "--wait", "--timeout", "4m"}, forceFlag(h.bin)...)...)
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 			res.Upgrades = 3
-			r.rolledOut(2 * time.Minute)
-			if got := r.appIdentity(ctx); got != ids[1] {
+			r.RolledOut(2 * time.Minute)
+			if got := r.AppIdentity(ctx); got != ids[1] {
 				t.Fatalf("after the rollback the Deployment has identity %s, want revision 2's %s", got, ids[1])
 			}
-			r.assertWitness(ctx, ids[1])
-			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+			r.AssertWitness(ctx, ids[1])
+			if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 				t.Errorf("%d migration runs after the forced rollback, want %d (nothing runs again)", got, runs)
 			}
-			if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
+			if v := r.PsqlInt("select max(version) from schema_migrations"); v != 3 {
 				t.Errorf("schema at version %d, want 3 (migrations are not undone)", v)
 			}
-			if records := r.records(ctx); len(records) < 3 {
+			if records := r.Records(ctx); len(records) < 3 {
 				t.Errorf("after the forced rollback the store holds %v, want the three records", records)
 			}
 
 			// a revert through a forced upgrade (what a GitOps revert does): the hook runs gate run, which must find
 			// revision 2's record; the v2 migration on the v3 schema would be refused and fail the upgrade
-			_, d = r.mustDeploy(values("v2"), forceFlag(h.bin)...)
+			_, d = r.MustDeploy(values("v2"), forceFlag(h.bin)...)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 4
-			r.assertWitness(ctx, ids[1])
-			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+			r.AssertWitness(ctx, ids[1])
+			if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 				t.Errorf("%d migration runs after the forced revert, want %d (nothing runs again)", got, runs)
 			}
 		})
@@ -119,16 +119,16 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 			share(t, weightOne, 140*time.Second)
 			res := scenario(t, reinstallKeptDatabaseScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "kept-"+h.name, restricted)
-			r := newRelease(t, ns, "app", h.bin)
-			r.mustDeploy(baseValues())
+			ns := NewNamespace(t, "kept-"+h.name, restricted)
+			r := NewRelease(t, ns, "app", h.bin)
+			r.MustDeploy(baseValues())
 			values := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
-			_, d := r.mustDeploy(values)
+			_, d := r.MustDeploy(values)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
-			id := r.appIdentity(ctx)
-			runs := r.psqlInt("select count(*) from demo_migrate_runs")
-			claim := "data-" + r.fullname() + "-postgresql-0"
-			store, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.storeName(), metav1.GetOptions{})
+			id := r.AppIdentity(ctx)
+			runs := r.PsqlInt("select count(*) from demo_migrate_runs")
+			claim := "data-" + r.Fullname() + "-postgresql-0"
+			store, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.StoreName(), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,20 +138,20 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 
 			r.uninstall()
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{"PersistentVolumeClaim/" + claim: true,
-				"Secret/" + r.fullname() + "-postgresql": true, "ConfigMap/" + r.storeName(): true})
+				"Secret/" + r.Fullname() + "-postgresql": true, "ConfigMap/" + r.StoreName(): true})
 
-			_, d = r.mustDeploy(values)
+			_, d = r.MustDeploy(values)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 1
-			if got := r.appIdentity(ctx); got != id {
+			if got := r.AppIdentity(ctx); got != id {
 				t.Fatalf("the reinstall has identity %s, want %s (same values)", got, id)
 			}
-			job := r.migrationJob(ctx, id)
+			job := r.MigrationJob(ctx, id)
 			if job == nil {
 				t.Fatalf("the reinstall has no migration Job of identity %s", id)
 			}
 			r.assertSkipped(ctx, job.Name, runs, 2)
-			r.assertWitness(ctx, id)
+			r.AssertWitness(ctx, id)
 			if log := r.jobLog(job.Name); !strings.Contains(log, "persistentvolumeclaim/"+claim) {
 				t.Errorf("the reinstall's migration does not name the database it found the record on:\n%s", log)
 			}
@@ -162,19 +162,19 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 			// expand/contract, serves); the witness sees no pod on a schema older than its own
 			r.uninstall()
 			older := baseValues()
-			_, d = r.mustDeploy(older)
+			_, d = r.MustDeploy(older)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 2
-			olderID := r.appIdentity(ctx)
+			olderID := r.AppIdentity(ctx)
 			if olderID == id {
 				t.Fatalf("the older version has the newer's identity %s", id)
 			}
-			job = r.migrationJob(ctx, olderID)
+			job = r.MigrationJob(ctx, olderID)
 			if job == nil {
 				t.Fatalf("the older version's reinstall has no migration Job of identity %s", olderID)
 			}
 			r.assertSkipped(ctx, job.Name, runs, 2)
-			r.assertWitness(ctx, olderID)
+			r.AssertWitness(ctx, olderID)
 		})
 	}
 }

@@ -23,123 +23,123 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
-// release is one Helm release of the chart, driven by one Helm CLI (3 or 4).
-type release struct {
-	t    *testing.T
-	ns   string
-	name string
-	helm string
-	// psqlArgs, when set, is how psql reaches the app's database (pod, user, database) when it is not the
+// Release is one Helm Release of the chart, driven by one Helm CLI (3 or 4).
+type Release struct {
+	T    *testing.T
+	Namespace   string
+	Name string
+	Helm string
+	// PsqlArgs, when set, is how psql reaches the app's database (pod, user, database) when it is not the
 	// embedded one: an external database brought beside the chart
-	psqlArgs []string
+	PsqlArgs []string
 }
 
-func newRelease(t *testing.T, ns, name, helmBin string) *release {
-	return &release{t: t, ns: ns, name: name, helm: helmBin}
+func NewRelease(t *testing.T, ns, name, helmBin string) *Release {
+	return &Release{T: t, Namespace: ns, Name: name, Helm: helmBin}
 }
 
-// fullname is the chart's fullname for this release.
-func (r *release) fullname() string { return framework.Fullname(r.name) }
+// Fullname is the chart's Fullname for this release.
+func (r *Release) Fullname() string { return framework.Fullname(r.Name) }
 
-// anchorName is the release's records ConfigMap (a Helm object; it held the records up to chart 0.3.0); storeName is the
+// AnchorName is the release's records ConfigMap (a Helm object; it held the records up to chart 0.3.0); storeName is the
 // ConfigMap that keeps the records, written by gate run only.
-func (r *release) anchorName() string { return r.fullname() + "-migrations" }
-func (r *release) storeName() string  { return r.fullname() + "-migration-records" }
+func (r *Release) AnchorName() string { return r.Fullname() + "-migrations" }
+func (r *Release) StoreName() string  { return r.Fullname() + "-migration-records" }
 
-// records returns the records kept in the store; none while it does not exist.
-func (r *release) records(ctx context.Context) map[string]string {
-	r.t.Helper()
-	cm, err := env.client.CoreV1().ConfigMaps(r.ns).Get(ctx, r.storeName(), metav1.GetOptions{})
+// Records returns the Records kept in the store; none while it does not exist.
+func (r *Release) Records(ctx context.Context) map[string]string {
+	r.T.Helper()
+	cm, err := env.client.CoreV1().ConfigMaps(r.Namespace).Get(ctx, r.StoreName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		r.t.Fatalf("reading the records: %v", err)
+		r.T.Fatalf("reading the records: %v", err)
 	}
 	return cm.Data
 }
 
-// valuesFile writes values as a YAML file for --values.
-func (r *release) valuesFile(values map[string]any) string {
-	r.t.Helper()
+// ValuesFile writes values as a YAML file for --values.
+func (r *Release) ValuesFile(values map[string]any) string {
+	r.T.Helper()
 	b, err := yaml.Marshal(values)
 	if err != nil {
-		r.t.Fatalf("encoding values: %v", err)
+		r.T.Fatalf("encoding values: %v", err)
 	}
-	f := filepath.Join(r.t.TempDir(), "values.yaml")
+	f := filepath.Join(r.T.TempDir(), "values.yaml")
 	if err := os.WriteFile(f, b, 0o600); err != nil {
-		r.t.Fatalf("writing values: %v", err)
+		r.T.Fatalf("writing values: %v", err)
 	}
 	return f
 }
 
-// deploy runs `helm upgrade --install --wait` and returns its output, how long it took and its error.
-func (r *release) deploy(values map[string]any, extra ...string) (string, time.Duration, error) {
-	r.t.Helper()
-	return r.runDeploy(r.deployArgs(values, extra...))
+// Deploy runs `helm upgrade --install --wait` and returns its output, how long it took and its error.
+func (r *Release) Deploy(values map[string]any, extra ...string) (string, time.Duration, error) {
+	r.T.Helper()
+	return r.RunDeploy(r.DeployArgs(values, extra...))
 }
 
-// deployArgs writes the values file (it fails the test on error: call it on the test's goroutine) and returns
+// DeployArgs writes the values file (it fails the test on error: call it on the test's goroutine) and returns
 // the arguments of `helm upgrade --install --wait`.
-func (r *release) deployArgs(values map[string]any, extra ...string) []string {
-	r.t.Helper()
-	return append([]string{"upgrade", "--install", r.name, env.chart, "-n", r.ns, "--wait", "--timeout", "4m",
-		"--values", r.valuesFile(values)}, extra...)
+func (r *Release) DeployArgs(values map[string]any, extra ...string) []string {
+	r.T.Helper()
+	return append([]string{"upgrade", "--install", r.Name, env.chart, "-n", r.Namespace, "--wait", "--timeout", "4m",
+		"--values", r.ValuesFile(values)}, extra...)
 }
 
-// runDeploy runs Helm with args and returns its output, how long it took and its error. It never fails the
+// RunDeploy runs Helm with args and returns its output, how long it took and its error. It never fails the
 // test, so it may run on another goroutine (deployAsync).
-func (r *release) runDeploy(args []string) (string, time.Duration, error) {
+func (r *Release) RunDeploy(args []string) (string, time.Duration, error) {
 	start := time.Now()
-	out, err := env.run.Run(r.t, r.helm, args...)
+	out, err := env.run.Run(r.T, r.Helm, args...)
 	return out, time.Since(start), err
 }
 
-// mustDeploy is deploy that fails the test on error or on an immutable-field message.
-func (r *release) mustDeploy(values map[string]any, extra ...string) (string, time.Duration) {
-	r.t.Helper()
-	out, d, err := r.deploy(values, extra...)
+// MustDeploy is deploy that fails the test on error or on an immutable-field message.
+func (r *Release) MustDeploy(values map[string]any, extra ...string) (string, time.Duration) {
+	r.T.Helper()
+	out, d, err := r.Deploy(values, extra...)
 	if err != nil {
-		r.t.Fatalf("%s upgrade --install %s: %v", filepath.Base(r.helm), r.name, err)
+		r.T.Fatalf("%s upgrade --install %s: %v", filepath.Base(r.Helm), r.Name, err)
 	}
 	if strings.Contains(out, "field is immutable") {
-		r.t.Fatalf("helm reported an immutable field:\n%s", out)
+		r.T.Fatalf("helm reported an immutable field:\n%s", out)
 	}
 	return out, d
 }
 
-// psql runs a query in the embedded PostgreSQL and returns its unaligned output.
-func (r *release) psql(query string) string {
-	r.t.Helper()
-	args := []string{r.fullname() + "-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate"}
-	if r.psqlArgs != nil {
-		args = r.psqlArgs
+// Psql runs a query in the embedded PostgreSQL and returns its unaligned output.
+func (r *Release) Psql(query string) string {
+	r.T.Helper()
+	args := []string{r.Fullname() + "-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate"}
+	if r.PsqlArgs != nil {
+		args = r.PsqlArgs
 	}
-	out, err := podExec(r.ns, args[0], append(args[1:], "-Atc", query)...)
+	out, err := PodExec(r.Namespace, args[0], append(args[1:], "-Atc", query)...)
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	return strings.TrimSpace(out)
 }
 
-func (r *release) psqlInt(query string) int {
-	r.t.Helper()
-	s := r.psql(query)
+func (r *Release) PsqlInt(query string) int {
+	r.T.Helper()
+	s := r.Psql(query)
 	n, err := strconv.Atoi(s)
 	if err != nil {
-		r.t.Fatalf("query %q returned %q, not a number", query, s)
+		r.T.Fatalf("query %q returned %q, not a number", query, s)
 	}
 	return n
 }
 
-// migrationJob returns the Job labelled with identity id, or nil.
-func (r *release) migrationJob(ctx context.Context, id string) *batchv1.Job {
-	r.t.Helper()
-	jobs, err := env.client.BatchV1().Jobs(r.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + r.name + ",premigrate.io/identity=" + id,
+// MigrationJob returns the Job labelled with identity id, or nil.
+func (r *Release) MigrationJob(ctx context.Context, id string) *batchv1.Job {
+	r.T.Helper()
+	jobs, err := env.client.BatchV1().Jobs(r.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + r.Name + ",premigrate.io/identity=" + id,
 	})
 	if err != nil {
-		r.t.Fatalf("listing migration Jobs: %v", err)
+		r.T.Fatalf("listing migration Jobs: %v", err)
 	}
 	if len(jobs.Items) == 0 {
 		return nil
@@ -147,24 +147,24 @@ func (r *release) migrationJob(ctx context.Context, id string) *batchv1.Job {
 	return &jobs.Items[0]
 }
 
-// appIdentity is the migration identity on the app Deployment's pod template.
-func (r *release) appIdentity(ctx context.Context) string {
-	r.t.Helper()
-	d, err := env.client.AppsV1().Deployments(r.ns).Get(ctx, r.fullname(), metav1.GetOptions{})
+// AppIdentity is the migration identity on the app Deployment's pod template.
+func (r *Release) AppIdentity(ctx context.Context) string {
+	r.T.Helper()
+	d, err := env.client.AppsV1().Deployments(r.Namespace).Get(ctx, r.Fullname(), metav1.GetOptions{})
 	if err != nil {
-		r.t.Fatalf("getting the app Deployment: %v", err)
+		r.T.Fatalf("getting the app Deployment: %v", err)
 	}
 	return d.Spec.Template.Annotations["premigrate.io/identity"]
 }
 
-// appPods lists the app pods whose template carries identity id.
-func (r *release) appPods(ctx context.Context, id string) []corev1.Pod {
-	r.t.Helper()
-	pods, err := env.client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + r.name + ",app.kubernetes.io/component=app",
+// AppPods lists the app pods whose template carries identity id.
+func (r *Release) AppPods(ctx context.Context, id string) []corev1.Pod {
+	r.T.Helper()
+	pods, err := env.client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + r.Name + ",app.kubernetes.io/component=app",
 	})
 	if err != nil {
-		r.t.Fatalf("listing app pods: %v", err)
+		r.T.Fatalf("listing app pods: %v", err)
 	}
 	var out []corev1.Pod
 	for _, p := range pods.Items {
@@ -175,18 +175,18 @@ func (r *release) appPods(ctx context.Context, id string) []corev1.Pod {
 	return out
 }
 
-// appStart is when the pod's app container (the first container) started, if it did.
-func appStart(p corev1.Pod) (time.Time, bool) {
-	starts := appStarts(p)
+// AppStart is when the pod's app container (the first container) started, if it did.
+func AppStart(p corev1.Pod) (time.Time, bool) {
+	starts := AppStarts(p)
 	if len(starts) == 0 {
 		return time.Time{}, false
 	}
 	return starts[len(starts)-1], true
 }
 
-// appStarts are the starts of the pod's app container (the first container) that the API server still
+// AppStarts are the starts of the pod's app container (the first container) that the API server still
 // knows: the one before its last restart and the current one, oldest first.
-func appStarts(p corev1.Pod) []time.Time {
+func AppStarts(p corev1.Pod) []time.Time {
 	var out []time.Time
 	for _, cs := range p.Status.ContainerStatuses {
 		if len(p.Spec.Containers) > 0 && cs.Name != p.Spec.Containers[0].Name {
@@ -205,8 +205,8 @@ func appStarts(p corev1.Pod) []time.Time {
 	return out
 }
 
-// appContainerWaits is true when the pod's app container is the gate waiting (gate.waitIn app).
-func appContainerWaits(p corev1.Pod) bool {
+// AppContainerWaits is true when the pod's app container is the gate waiting (gate.waitIn app).
+func AppContainerWaits(p corev1.Pod) bool {
 	return len(p.Spec.Containers) > 0 && len(p.Spec.Containers[0].Command) > 0 && p.Spec.Containers[0].Command[0] == "/premigrate/gate"
 }
 
@@ -228,81 +228,81 @@ from demo_pod_starts p left join (select identity, min(finished_at) as finished 
 where p.identity is not null and (p.schema_seen < p.app_version or r.finished is null or p.process_started_at < r.finished)
 order by p.id`
 
-// witnessViolations lists what the witness saw go wrong, one line per app process.
-func (r *release) witnessViolations() []string {
-	r.t.Helper()
-	out := r.psql(witnessQuery)
+// WitnessViolations lists what the witness saw go wrong, one line per app process.
+func (r *Release) WitnessViolations() []string {
+	r.T.Helper()
+	out := r.Psql(witnessQuery)
 	if out == "" {
 		return nil
 	}
 	return strings.Split(out, "\n")
 }
 
-// migrationFinished is when the database says the first run of identity id finished.
-func (r *release) migrationFinished(id string) (time.Time, bool) {
-	r.t.Helper()
-	out := r.psql(fmt.Sprintf("select to_char(min(finished_at) at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') from demo_migrate_runs where identity = '%s'", id))
+// MigrationFinished is when the database says the first run of identity id finished.
+func (r *Release) MigrationFinished(id string) (time.Time, bool) {
+	r.T.Helper()
+	out := r.Psql(fmt.Sprintf("select to_char(min(finished_at) at time zone 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') from demo_migrate_runs where identity = '%s'", id))
 	if out == "" {
 		return time.Time{}, false
 	}
 	t, err := time.Parse(time.RFC3339Nano, out)
 	if err != nil {
-		r.t.Fatalf("finished_at of identity %s: %q: %v", id, out, err)
+		r.T.Fatalf("finished_at of identity %s: %q: %v", id, out, err)
 	}
 	return t, true
 }
 
-// assertWitness checks, from evidence the gate does not write, that no app process ever started before its
+// AssertWitness checks, from evidence the gate does not write, that no app process ever started before its
 // migration or saw a schema older than its version, and that the app pods of identity id did report their
 // start (an oracle that saw nothing proves nothing). Their containers' start times, from the API server, must
 // not precede the database's finish of the migration either.
-func (r *release) assertWitness(ctx context.Context, id string) {
-	r.t.Helper()
-	for _, v := range r.witnessViolations() {
-		r.t.Errorf("witness: %s", v)
+func (r *Release) AssertWitness(ctx context.Context, id string) {
+	r.T.Helper()
+	for _, v := range r.WitnessViolations() {
+		r.T.Errorf("witness: %s", v)
 	}
-	pods := r.appPods(ctx, id)
+	pods := r.AppPods(ctx, id)
 	if len(pods) == 0 {
-		r.t.Fatalf("no app pod carries identity %s", id)
+		r.T.Fatalf("no app pod carries identity %s", id)
 	}
 	// each current pod by name: rows of earlier pods of the identity (before a restart or a rollback) must
 	// not stand in for pods that never reported
-	waitUntil(r.t, "each current app pod of identity "+id+" to report its start to the witness", time.Minute, func(context.Context) (bool, error) {
+	WaitUntil(r.T, "each current app pod of identity "+id+" to report its start to the witness", time.Minute, func(context.Context) (bool, error) {
 		for _, p := range pods {
-			if r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and pod = '%s'", id, p.Name)) == 0 {
+			if r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and pod = '%s'", id, p.Name)) == 0 {
 				return false, nil
 			}
 		}
 		return true, nil
 	})
-	done, ok := r.migrationFinished(id)
+	done, ok := r.MigrationFinished(id)
 	if !ok {
-		r.t.Fatalf("the database has no finished migration run of identity %s", id)
+		r.T.Fatalf("the database has no finished migration run of identity %s", id)
 	}
 	for _, p := range pods {
-		if appContainerWaits(p) {
+		if AppContainerWaits(p) {
 			// with gate.waitIn app the kubelet starts the container to wait: the app process's own start
 			// (witnessQuery) is the evidence there
 			continue
 		}
-		for _, started := range appStarts(p) { // every start the API server knows, not only the latest
+		for _, started := range AppStarts(p) { // every start the API server knows, not only the latest
 			// container start times have a resolution of one second
 			if started.Before(done.Truncate(time.Second)) {
-				r.t.Errorf("the API server says pod %s started its app container at %s, before the database finished migration %s at %s",
+				r.T.Errorf("the API server says pod %s started its app container at %s, before the database finished migration %s at %s",
 					p.Name, started.Format(time.RFC3339), id, done.Format(time.RFC3339Nano))
 			}
 		}
 	}
 }
 
-// loadGen is the demo's load generator running in the cluster against the app's Service.
-type loadGen struct {
+// Load is the demo's load generator running in the cluster against the app's Service.
+type Load struct {
 	t    *testing.T
 	ns   string
 	name string
 }
 
-type loadReport struct {
+type LoadReport struct {
 	Sent   int `json:"sent"`
 	Failed int `json:"failed"`
 	// SchemaFailed are the failures the app called the schema's (an app version on a schema older than its own).
@@ -321,7 +321,7 @@ type loadReport struct {
 }
 
 // record puts the load's numbers in the scenario's line of the report.
-func (rep loadReport) record(res *scenarioResult) {
+func (rep LoadReport) record(res *scenarioResult) {
 	res.FailedRequests, res.SentRequests, res.LongestGapMs = &rep.Failed, rep.Sent, rep.LongestGapMs
 	if res.Numbers == nil {
 		res.Numbers = map[string]float64{}
@@ -338,10 +338,10 @@ func (rep loadReport) record(res *scenarioResult) {
 // took the Service down, or pods that went unready together, fail far more.
 const maxCapacityFailures = 0.001
 
-// check fails t when the load shows what the scenario must never show: any request the app failed on its
+// Check fails t when the load shows what the scenario must never show: any request the app failed on its
 // schema (strict: that is the premigrate promise), more failures for want of capacity than maxCapacityFailures
 // allows, or no request at all. what names the steps the load ran across.
-func (rep loadReport) check(t *testing.T, what string) {
+func (rep LoadReport) Check(t *testing.T, what string) {
 	t.Helper()
 	if rep.Sent == 0 {
 		t.Errorf("the load sent no request %s: \"no failed request\" would prove nothing", what)
@@ -369,7 +369,7 @@ func (rep loadReport) check(t *testing.T, what string) {
 // requests took is reported (slowestRequestMs), not asserted.
 const loadRequestTimeout = "15s"
 
-func startLoad(t *testing.T, ns, service string) *loadGen {
+func StartLoad(t *testing.T, ns, service string) *Load {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
@@ -388,16 +388,16 @@ func startLoad(t *testing.T, ns, service string) *loadGen {
 	if _, err := env.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the load generator: %v", err)
 	}
-	lg := &loadGen{t: t, ns: ns, name: "load"}
-	waitUntil(t, "the load generator to answer", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := lg.report(ctx)
+	lg := &Load{t: t, ns: ns, name: "load"}
+	WaitUntil(t, "the load generator to answer", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := lg.Report(ctx)
 		return err == nil, nil
 	})
 	return lg
 }
 
-func (l *loadGen) report(ctx context.Context) (loadReport, error) {
-	var rep loadReport
+func (l *Load) Report(ctx context.Context) (LoadReport, error) {
+	var rep LoadReport
 	raw, err := env.client.CoreV1().Pods(l.ns).ProxyGet("http", l.name, "9090", "/report", nil).DoRaw(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("reading the load report: %w", err)
@@ -408,8 +408,8 @@ func (l *loadGen) report(ctx context.Context) (loadReport, error) {
 	return rep, nil
 }
 
-// stop stops the load and returns its final report.
-func (l *loadGen) stop() loadReport {
+// Stop stops the load and returns its final report.
+func (l *Load) Stop() LoadReport {
 	l.t.Helper()
 	ctx := context.Background()
 	err := env.client.CoreV1().RESTClient().Post().Namespace(l.ns).Resource("pods").
@@ -417,28 +417,28 @@ func (l *loadGen) stop() loadReport {
 	if err != nil {
 		l.t.Fatalf("stopping the load generator: %v", err)
 	}
-	rep, err := l.report(ctx)
+	rep, err := l.Report(ctx)
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	return rep
 }
 
-// assertHeld checks, for d, that the pods of identity id exist and that none of them starts its app: by the API
+// AssertHeld checks, for d, that the pods of identity id exist and that none of them starts its app: by the API
 // server (container starts) and by the app's own record of its starts (demo_pod_starts).
-func (r *release) assertHeld(ctx context.Context, id string, d time.Duration) {
-	r.t.Helper()
-	waitUntil(r.t, "a pod of identity "+id, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		return len(r.appPods(ctx, id)) > 0, nil
+func (r *Release) AssertHeld(ctx context.Context, id string, d time.Duration) {
+	r.T.Helper()
+	WaitUntil(r.T, "a pod of identity "+id, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return len(r.AppPods(ctx, id)) > 0, nil
 	})
 	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
-		for _, p := range r.appPods(ctx, id) {
-			if _, started := appStart(p); started {
-				r.t.Fatalf("pod %s of identity %s started its app container although that identity's migration never succeeded", p.Name, id)
+		for _, p := range r.AppPods(ctx, id) {
+			if _, started := AppStart(p); started {
+				r.T.Fatalf("pod %s of identity %s started its app container although that identity's migration never succeeded", p.Name, id)
 			}
 		}
 	}
-	if n := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
-		r.t.Fatalf("the app recorded %d starts of identity %s, whose migration never succeeded", n, id)
+	if n := r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
+		r.T.Fatalf("the app recorded %d starts of identity %s, whose migration never succeeded", n, id)
 	}
 }

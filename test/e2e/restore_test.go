@@ -46,33 +46,33 @@ func restoreValues(tag string, check bool) map[string]any {
 // restoredRelease installs v2 on an external database, dumps it, upgrades to v3, restores the dump (the schema
 // is back at 2 under the same URL) and restarts the app pods, which must wait: it returns the release, v3's
 // identity and the database's time of the restore.
-func restoredRelease(t *testing.T, check bool) (*release, string, string) {
+func restoredRelease(t *testing.T, check bool) (*Release, string, string) {
 	t.Helper()
 	ctx := context.Background()
 	l := newLedger(t, env.helm4) // its namespace, and a PostgreSQL with the Secret ledger-db
-	r := newRelease(t, l.ns, "app", env.helm4)
-	r.psqlArgs = []string{"ledger-db", "psql", "-U", "ledger", "-d", "ledger"}
-	r.mustDeploy(restoreValues("v2", check))
-	if _, err := podExec(r.ns, "ledger-db", "pg_dump", "-U", "ledger", "-d", "ledger", "--clean", "--if-exists", "-f", "/tmp/before-v3.sql"); err != nil {
+	r := NewRelease(t, l.ns, "app", env.helm4)
+	r.PsqlArgs = []string{"ledger-db", "psql", "-U", "ledger", "-d", "ledger"}
+	r.MustDeploy(restoreValues("v2", check))
+	if _, err := PodExec(r.Namespace, "ledger-db", "pg_dump", "-U", "ledger", "-d", "ledger", "--clean", "--if-exists", "-f", "/tmp/before-v3.sql"); err != nil {
 		t.Fatalf("pg_dump: %v", err)
 	}
-	r.mustDeploy(restoreValues("v3", check))
-	id := r.appIdentity(ctx)
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 3 {
+	r.MustDeploy(restoreValues("v3", check))
+	id := r.AppIdentity(ctx)
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 3 {
 		t.Fatalf("schema at version %d after the upgrade to v3, want 3", v)
 	}
-	if out, err := podExec(r.ns, "ledger-db", "psql", "-U", "ledger", "-d", "ledger", "-v", "ON_ERROR_STOP=1", "-q", "-f", "/tmp/before-v3.sql"); err != nil {
+	if out, err := PodExec(r.Namespace, "ledger-db", "psql", "-U", "ledger", "-d", "ledger", "-v", "ON_ERROR_STOP=1", "-q", "-f", "/tmp/before-v3.sql"); err != nil {
 		t.Fatalf("restoring the dump: %v\n%s", err, out)
 	}
-	restoredAt := r.psql("select now()")
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+	restoredAt := r.Psql("select now()")
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {
 		t.Fatalf("schema at version %d after the restore, want 2", v)
 	}
 	start := time.Now()
-	env.run.Must(t, env.kubectl, "rollout", "restart", "-n", r.ns, "deployment/"+r.fullname())
+	env.run.Must(t, env.kubectl, "rollout", "restart", "-n", r.Namespace, "deployment/"+r.Fullname())
 	// the pod's status names the reason: the failed check's last log line, as its termination message
-	waitUntil(t, "a restarted pod's status to name the schema its gate found", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		for _, p := range r.appPods(ctx, id) {
+	WaitUntil(t, "a restarted pod's status to name the schema its gate found", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, p := range r.AppPods(ctx, id) {
 			if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 				continue
 			}
@@ -96,23 +96,23 @@ func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t
 	ctx := context.Background()
 	r, id, restoredAt := restoredRelease(t, true)
 	start := time.Now()
-	r.mustDeploy(restoreValues("v3", true)) // the same values: only the database changed
+	r.MustDeploy(restoreValues("v3", true)) // the same values: only the database changed
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	res.Upgrades = 3
-	if n := r.psqlInt("select count(*) from schema_migrations where version = 3 and applied_at > '" + restoredAt + "'"); n != 1 {
+	if n := r.PsqlInt("select count(*) from schema_migrations where version = 3 and applied_at > '" + restoredAt + "'"); n != 1 {
 		t.Errorf("version 3 was applied %d times after the restore, want once", n)
 	}
-	if n := r.psqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
+	if n := r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
 		t.Errorf("%d runs of identity %s in the restored database, want 1 (the dump had none)", n, id)
 	}
-	log := r.jobLog(r.fullname() + "-migrate")
+	log := r.jobLog(r.Fullname() + "-migrate")
 	if !strings.Contains(log, "but the database does not have it") {
 		t.Errorf("the upgrade's migration does not say why it ran a recorded identity again:\n%s", log)
 	}
 	// the pods from before the restart have no witness rows any more (the restore took them back): wait until
 	// they are gone, and judge the pods the upgrade released
-	waitUntil(t, "the pods from before the restore to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		pods := r.appPods(ctx, id)
+	WaitUntil(t, "the pods from before the restore to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods := r.AppPods(ctx, id)
 		for _, p := range pods {
 			if p.DeletionTimestamp != nil {
 				return false, nil
@@ -120,14 +120,14 @@ func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t
 		}
 		return len(pods) == 2, nil
 	})
-	r.assertWitness(ctx, id)
-	pods := r.appPods(ctx, id)
+	r.AssertWitness(ctx, id)
+	pods := r.AppPods(ctx, id)
 	for _, p := range pods {
-		if _, started := appStart(p); !started {
+		if _, started := AppStart(p); !started {
 			t.Errorf("pod %s has not started after the migration ran again", p.Name)
 		}
 	}
-	entry, ok := r.records(ctx)[id]
+	entry, ok := r.Records(ctx)[id]
 	if !ok {
 		t.Fatalf("identity %s is not recorded", id)
 	}
@@ -141,13 +141,13 @@ func TestWithoutTheCheckARestoredDatabaseIsNeverMigratedAgain(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
 	scenario(t, databaseRestoredFromDumpControlScenario, env.helm4)
 	r, _, _ := restoredRelease(t, false)
-	if out, _, err := r.deploy(restoreValues("v3", false), "--timeout", "75s"); err == nil {
+	if out, _, err := r.Deploy(restoreValues("v3", false), "--timeout", "75s"); err == nil {
 		t.Fatalf("without the check the upgrade succeeded on the restored database:\n%s", out)
 	}
-	if log := r.jobLog(r.fullname() + "-migrate"); !strings.Contains(log, "already recorded") {
+	if log := r.jobLog(r.Fullname() + "-migrate"); !strings.Contains(log, "already recorded") {
 		t.Errorf("the upgrade's migration did not skip the recorded identity; its log:\n%s", log)
 	}
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {
 		t.Errorf("schema at version %d, want 2: without the check nothing migrates the restored database", v)
 	}
 }

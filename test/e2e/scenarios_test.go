@@ -59,40 +59,40 @@ func toolName(bin string) string {
 	return filepath.Base(bin)
 }
 
-// template renders the chart with the Helm 3 CLI, for kubectl apply.
-func (r *release) template(values map[string]any) []byte {
-	r.t.Helper()
-	out, err := env.run.Run(r.t, env.helm3, "template", r.name, env.chart, "-n", r.ns, "--values", r.valuesFile(values))
+// Template renders the chart with the Helm 3 CLI, for kubectl apply.
+func (r *Release) Template(values map[string]any) []byte {
+	r.T.Helper()
+	out, err := env.run.Run(r.T, env.helm3, "template", r.Name, env.chart, "-n", r.Namespace, "--values", r.ValuesFile(values))
 	if err != nil {
-		r.t.Fatal(err)
+		r.T.Fatal(err)
 	}
 	return []byte(out)
 }
 
-// apply pipes a rendering into kubectl apply and returns kubectl's output.
-func (r *release) apply(manifest []byte) string {
-	r.t.Helper()
-	out, err := env.run.Input(r.t, manifest, env.kubectl, "apply", "-n", r.ns, "-f", "-")
+// Apply pipes a rendering into kubectl Apply and returns kubectl's output.
+func (r *Release) Apply(manifest []byte) string {
+	r.T.Helper()
+	out, err := env.run.Input(r.T, manifest, env.kubectl, "apply", "-n", r.Namespace, "-f", "-")
 	if err != nil {
-		r.t.Fatalf("kubectl apply: %v", err)
+		r.T.Fatalf("kubectl apply: %v", err)
 	}
 	if strings.Contains(out, "field is immutable") {
-		r.t.Fatalf("kubectl apply hit an immutable field:\n%s", out)
+		r.T.Fatalf("kubectl apply hit an immutable field:\n%s", out)
 	}
 	return out
 }
 
-// rolledOut waits for the app Deployment's rollout.
-func (r *release) rolledOut(timeout time.Duration) {
-	r.t.Helper()
-	env.run.Must(r.t, env.kubectl, "rollout", "status", "-n", r.ns, "deployment/"+r.fullname(), "--timeout", timeout.String())
+// RolledOut waits for the app Deployment's rollout.
+func (r *Release) RolledOut(timeout time.Duration) {
+	r.T.Helper()
+	env.run.Must(r.T, env.kubectl, "rollout", "status", "-n", r.Namespace, "deployment/"+r.Fullname(), "--timeout", timeout.String())
 }
 
-func (r *release) jobs(ctx context.Context) []batchv1.Job {
-	r.t.Helper()
-	jobs, err := env.client.BatchV1().Jobs(r.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.name + ",app.kubernetes.io/component=migration"})
+func (r *Release) Jobs(ctx context.Context) []batchv1.Job {
+	r.T.Helper()
+	jobs, err := env.client.BatchV1().Jobs(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.Name + ",app.kubernetes.io/component=migration"})
 	if err != nil {
-		r.t.Fatalf("listing Jobs: %v", err)
+		r.T.Fatalf("listing Jobs: %v", err)
 	}
 	return jobs.Items
 }
@@ -101,8 +101,8 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 	share(t, weightOne, 210*time.Second)
 	res := scenario(t, jobModeKubectlApplyScenario, env.kubectl)
 	ctx := context.Background()
-	ns := newNamespace(t, "apply", restricted)
-	r := newRelease(t, ns, "app", "")
+	ns := NewNamespace(t, "apply", restricted)
+	r := NewRelease(t, ns, "app", "")
 	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "apply-test-password"}},
@@ -121,22 +121,22 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 	var last []byte
 	for i, s := range steps {
 		start := time.Now()
-		last = r.template(framework.Merge(base, s))
-		r.apply(last)
-		r.rolledOut(4 * time.Minute)
-		id := r.appIdentity(ctx)
+		last = r.Template(framework.Merge(base, s))
+		r.Apply(last)
+		r.RolledOut(4 * time.Minute)
+		id := r.AppIdentity(ctx)
 		// the gate lets pods go on the record, written just before the Job's pod exits: the Job's own
 		// status may follow a moment later
-		name := r.fullname() + "-migrate-" + id
-		waitUntil(t, "Job "+name+" to succeed", time.Minute, func(ctx context.Context) (bool, error) {
+		name := r.Fullname() + "-migrate-" + id
+		WaitUntil(t, "Job "+name+" to succeed", time.Minute, func(ctx context.Context) (bool, error) {
 			job, err := env.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, fmt.Errorf("apply %d: the Job named by identity %s: %w", i+1, id, err)
 			}
 			return job.Status.Succeeded == 1, nil
 		})
-		r.assertWitness(ctx, id)
-		if job := r.migrationJob(ctx, id); job != nil {
+		r.AssertWitness(ctx, id)
+		if job := r.MigrationJob(ctx, id); job != nil {
 			_, mounted := s["gate"]
 			if got := len(job.Spec.Template.Spec.InitContainers) == 0; got != mounted {
 				t.Errorf("apply %d: Job %s has %d init containers; the gate should be an image volume: %v", i+1, name, len(job.Spec.Template.Spec.InitContainers), mounted)
@@ -149,13 +149,13 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 		res.Upgrades++
 		t.Logf("apply %d: identity %s rolled out in %s", i+1, id, time.Since(start).Round(time.Millisecond))
 	}
-	before := len(r.jobs(ctx))
+	before := len(r.Jobs(ctx))
 	if before != len(steps) {
 		t.Errorf("%d migration Jobs after %d distinct applies, want one per apply", before, len(steps))
 	}
 	for i := 0; i < 2; i++ {
-		out := r.apply(last)
-		if !strings.Contains(out, "job.batch/"+r.fullname()+"-migrate-") || !strings.Contains(out, "unchanged") {
+		out := r.Apply(last)
+		if !strings.Contains(out, "job.batch/"+r.Fullname()+"-migrate-") || !strings.Contains(out, "unchanged") {
 			t.Errorf("identical re-apply %d did not leave the Job unchanged:\n%s", i+1, out)
 		}
 		for _, line := range strings.Split(out, "\n") {
@@ -163,9 +163,9 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 				t.Errorf("identical re-apply %d changed a Job: %s", i+1, line)
 			}
 		}
-		r.rolledOut(time.Minute)
+		r.RolledOut(time.Minute)
 	}
-	if after := len(r.jobs(ctx)); after != before {
+	if after := len(r.Jobs(ctx)); after != before {
 		t.Errorf("identical re-applies changed the number of migration Jobs from %d to %d", before, after)
 	}
 }
@@ -174,17 +174,17 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 	share(t, weightAll(), 45*time.Second)
 	res := scenario(t, failedMigrationScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "fail", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
-	r.mustDeploy(baseValues())
-	oldID := r.appIdentity(ctx)
-	load := startLoad(t, ns, r.fullname())
+	ns := NewNamespace(t, "fail", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
+	r.MustDeploy(baseValues())
+	oldID := r.AppIdentity(ctx)
+	load := StartLoad(t, ns, r.Fullname())
 
 	broken := framework.Merge(baseValues(), map[string]any{
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	})
-	out, d, err := r.deploy(broken)
+	out, d, err := r.Deploy(broken)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	if err == nil {
 		t.Fatalf("helm upgrade with a failing migration succeeded:\n%s", out)
@@ -192,47 +192,47 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 	if !strings.Contains(out, "injected failure in migration 2") {
 		t.Errorf("helm's output does not show the migration's log:\n%s", out)
 	}
-	if got := r.appIdentity(ctx); got != oldID {
+	if got := r.AppIdentity(ctx); got != oldID {
 		t.Errorf("the app Deployment moved to identity %s although its migration failed", got)
 	}
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 1 {
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d after the failed migration, want 1 (nothing half-applied)", v)
 	}
-	brokenID := r.jobIdentity(ctx)
-	if job := r.migrationJob(ctx, brokenID); job == nil {
+	brokenID := r.JobIdentity(ctx)
+	if job := r.MigrationJob(ctx, brokenID); job == nil {
 		t.Errorf("the failed migration Job was deleted; its logs must stay readable")
 	}
 	// a failed migration is never recorded: the failed identity's pods, brought by an upgrade that skips the
 	// hooks, wait (no app start of that identity, by the API server and by the app's own record)
-	if out, _, err := r.deploy(broken, "--no-hooks", "--wait=false"); err != nil {
+	if out, _, err := r.Deploy(broken, "--no-hooks", "--wait=false"); err != nil {
 		t.Fatalf("helm upgrade --no-hooks: %v\n%s", err, out)
 	}
-	if got := r.appIdentity(ctx); got != brokenID {
+	if got := r.AppIdentity(ctx); got != brokenID {
 		t.Fatalf("the upgrade without hooks moved the Deployment to identity %s, want the failed one %s", got, brokenID)
 	}
-	r.assertHeld(ctx, brokenID, 20*time.Second)
+	r.AssertHeld(ctx, brokenID, 20*time.Second)
 
 	fixed := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
-	_, d = r.mustDeploy(fixed)
+	_, d = r.MustDeploy(fixed)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 3
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {
 		t.Errorf("schema at version %d after the fixed upgrade, want 2", v)
 	}
-	rep := load.stop()
+	rep := load.Stop()
 	rep.record(res)
-	rep.check(t, "while the migration failed")
+	rep.Check(t, "while the migration failed")
 }
 
-// jobIdentity is the identity label of the hook-mode migration Job.
-func (r *release) jobIdentity(ctx context.Context) string {
-	r.t.Helper()
-	j, err := env.client.BatchV1().Jobs(r.ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+// JobIdentity is the identity label of the hook-mode migration Job.
+func (r *Release) JobIdentity(ctx context.Context) string {
+	r.T.Helper()
+	j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return ""
 		}
-		r.t.Fatalf("getting the migration Job: %v", err)
+		r.T.Fatalf("getting the migration Job: %v", err)
 	}
 	return j.Labels["premigrate.io/identity"]
 }
@@ -240,14 +240,14 @@ func (r *release) jobIdentity(ctx context.Context) string {
 func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testing.T) {
 	share(t, weightOne, 45*time.Second)
 	res := scenario(t, destructiveMigrationScenario, env.helm4)
-	ns := newNamespace(t, "destr", restricted)
-	r := newRelease(t, ns, "app", env.helm4)
-	r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v5"}}))
+	ns := NewNamespace(t, "destr", restricted)
+	r := NewRelease(t, ns, "app", env.helm4)
+	r.MustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v5"}}))
 	column := "select count(*) from information_schema.columns where table_name='records' and column_name='source'"
-	if r.psqlInt(column) != 1 {
+	if r.PsqlInt(column) != 1 {
 		t.Fatalf("records.source is missing at v5")
 	}
-	out, d, err := r.deploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"}}))
+	out, d, err := r.Deploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	if err == nil {
 		t.Fatalf("the destructive upgrade succeeded without SCHEMA_ACCEPT_DATA_LOSS:\n%s", out)
@@ -255,20 +255,20 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 	if !strings.Contains(out, "records.source") {
 		t.Errorf("the refusal shown by helm does not name the column it would drop:\n%s", out)
 	}
-	if r.psqlInt(column) != 1 {
+	if r.PsqlInt(column) != 1 {
 		t.Errorf("records.source was dropped although the migration was refused")
 	}
 	// the refusal (exit 3) fails the Job at once through its podFailurePolicy: one pod, no retry
 	ctx := context.Background()
-	if j := r.job(ctx, r.fullname()+"-migrate"); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
+	if j := r.job(ctx, r.Fullname()+"-migrate"); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
 		t.Errorf("the refused migration's Job has %d failed pods and conditions %+v: want 1 pod and Failed for PodFailurePolicy, not retried",
 			j.Status.Failed, j.Status.Conditions)
 	}
-	_, d = r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"},
+	_, d = r.MustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"},
 		"migration": map[string]any{"env": []any{framework.EnvVar("SCHEMA_ACCEPT_DATA_LOSS", "true")}}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 2
-	if r.psqlInt(column) != 0 {
+	if r.PsqlInt(column) != 0 {
 		t.Errorf("records.source still exists after the accepted destructive migration")
 	}
 }
@@ -277,13 +277,13 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	share(t, weightOne, 55*time.Second)
 	scenario(t, gateRBACScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "rbac", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
-	r.mustDeploy(baseValues())
-	r.mustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
-	job := "jobs.batch/" + r.fullname() + "-migrate"
-	records := "configmaps/" + r.anchorName()
-	store := "configmaps/" + r.storeName()
+	ns := NewNamespace(t, "rbac", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
+	r.MustDeploy(baseValues())
+	r.MustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+	job := "jobs.batch/" + r.Fullname() + "-migrate"
+	records := "configmaps/" + r.AnchorName()
+	store := "configmaps/" + r.StoreName()
 	type check struct {
 		verb, resource, subresource string
 		want                        string
@@ -302,8 +302,8 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 		}
 	}
 	// the app pods' gate: its migration Job and the records ConfigMap, read-only, by name
-	claim := "persistentvolumeclaims/data-" + r.fullname() + "-postgresql-0"
-	canI("system:serviceaccount:"+ns+":"+r.fullname(), []check{
+	claim := "persistentvolumeclaims/data-" + r.Fullname() + "-postgresql-0"
+	canI("system:serviceaccount:"+ns+":"+r.Fullname(), []check{
 		{"get", job, "", "yes"}, {"list", job, "", "yes"}, {"watch", job, "", "yes"},
 		{"get", records, "", "yes"}, {"list", records, "", "yes"}, {"watch", records, "", "yes"},
 		{"get", "jobs.batch/other", "", "no"}, {"list", "jobs.batch", "", "no"}, {"watch", "jobs.batch", "", "no"},
@@ -319,21 +319,21 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	})
 	// the migration's ServiceAccount outlives the hooks only as a hook the records ConfigMap owns (uninstall
 	// takes it); the first upgrade after the install deletes it with the install's release object of its name
-	if sa, err := env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{}); err == nil {
-		if o := sa.OwnerReferences; len(o) != 1 || o[0].Name != r.anchorName() {
-			t.Errorf("the migration's ServiceAccount outlived the hooks owned by %v, want the records ConfigMap %s", o, r.anchorName())
+	if sa, err := env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{}); err == nil {
+		if o := sa.OwnerReferences; len(o) != 1 || o[0].Name != r.AnchorName() {
+			t.Errorf("the migration's ServiceAccount outlived the hooks owned by %v, want the records ConfigMap %s", o, r.AnchorName())
 		}
 	} else if !apierrors.IsNotFound(err) {
 		t.Errorf("reading the migration's ServiceAccount: %v", err)
 	}
 	// its Role, as the job-mode release renders it: the records ConfigMap by name, create (which RBAC cannot
 	// limit to a name), nothing else
-	jr := newRelease(t, ns, "jobs", env.helm3)
-	jr.mustDeploy(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"mode": "job"},
+	jr := NewRelease(t, ns, "jobs", env.helm3)
+	jr.MustDeploy(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "rbac-test-password"}}}))
-	jrecords := "configmaps/" + jr.anchorName()
-	jstore := "configmaps/" + jr.storeName()
-	canI("system:serviceaccount:"+ns+":"+jr.fullname()+"-migrate", []check{
+	jrecords := "configmaps/" + jr.AnchorName()
+	jstore := "configmaps/" + jr.StoreName()
+	canI("system:serviceaccount:"+ns+":"+jr.Fullname()+"-migrate", []check{
 		{"get", jrecords, "", "yes"}, {"update", jrecords, "", "yes"}, {"create", "configmaps", "", "yes"},
 		{"get", jstore, "", "yes"}, {"update", jstore, "", "yes"}, {"delete", jstore, "", "no"},
 		{"update", "configmaps/other", "", "no"}, {"get", "configmaps/other", "", "no"}, {"delete", jrecords, "", "no"},
@@ -343,7 +343,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	// never the namespace's default ServiceAccount
 	canI("system:serviceaccount:"+ns+":default", []check{{"get", job, "", "no"}, {"get", records, "", "no"}})
 	// the token is in the gate's container only: the admitted pods, as the API server stores them
-	for _, p := range r.appPods(ctx, r.appIdentity(ctx)) {
+	for _, p := range r.AppPods(ctx, r.AppIdentity(ctx)) {
 		for _, c := range append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...) {
 			var tokenAt []string
 			for _, m := range c.VolumeMounts {
@@ -362,39 +362,39 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	share(t, weightAll(), 80*time.Second)
 	res := scenario(t, rollbackScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "rollback", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
+	ns := NewNamespace(t, "rollback", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
 	// the demo refuses a database newer than itself, like most migration tools: re-running revision 1's
 	// migration on the v2 schema would fail
 	base := framework.Merge(baseValues(), map[string]any{"env": []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")}})
-	r.mustDeploy(base)
-	firstID := r.appIdentity(ctx)
-	r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
-	load := startLoad(t, ns, r.fullname())
+	r.MustDeploy(base)
+	firstID := r.AppIdentity(ctx)
+	r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	load := StartLoad(t, ns, r.Fullname())
 	start := time.Now()
-	out := env.run.Must(t, env.helm3, "rollback", r.name, "1", "-n", ns, "--wait", "--timeout", "4m")
+	out := env.run.Must(t, env.helm3, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	if strings.Contains(out, "immutable") || strings.Contains(out, "already exists") {
 		t.Errorf("rollback reported a conflict:\n%s", out)
 	}
-	r.rolledOut(2 * time.Minute)
-	if got := r.appIdentity(ctx); got != firstID {
+	r.RolledOut(2 * time.Minute)
+	if got := r.AppIdentity(ctx); got != firstID {
 		t.Errorf("after the rollback the Deployment has identity %s, want revision 1's %s", got, firstID)
 	}
 	// revision 1 (the install with the embedded database) has a plain Job: the rollback creates it again,
 	// and it must skip the recorded migration instead of running v1's against the v2 schema
-	installJob := r.fullname() + "-migrate-" + firstID
+	installJob := r.Fullname() + "-migrate-" + firstID
 	r.assertSkipped(ctx, installJob, 2, 2)
-	r.assertWitness(ctx, firstID)
+	r.AssertWitness(ctx, firstID)
 	// roll forward again: the v1 pods run on schema 2 (their own plus one), the hook finds nothing to apply
-	_, d := r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{
+	_, d := r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{
 		framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true"), framework.EnvVar("GREETING", "again")}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 3
-	r.assertWitness(ctx, r.appIdentity(ctx))
-	rep := load.stop()
+	r.AssertWitness(ctx, r.AppIdentity(ctx))
+	rep := load.Stop()
 	rep.record(res)
-	rep.check(t, "across the rollback")
+	rep.Check(t, "across the rollback")
 }
 
 // failedFor is true when the Job has condition Failed with the given reason.

@@ -33,7 +33,7 @@ func restrictedPod(spec corev1.PodSpec) corev1.PodSpec {
 
 func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 	share(t, weightOne, 10*time.Second)
-	ns := newNamespace(t, "smoke", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	ns := NewNamespace(t, "smoke", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	ctx := context.Background()
 	start := time.Now()
 	job := &batchv1.Job{
@@ -49,7 +49,7 @@ func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 	if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the Job: %v", err)
 	}
-	waitUntil(t, "Job gate-version to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "Job gate-version to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, "gate-version", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -96,7 +96,7 @@ func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 	if _, err := env.client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the Deployment: %v", err)
 	}
-	waitUntil(t, "Deployment postgres to be Ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "Deployment postgres to be Ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		d, err := env.client.AppsV1().Deployments(ns).Get(ctx, "postgres", metav1.GetOptions{})
 		if err != nil {
 			return false, err

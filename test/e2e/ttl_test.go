@@ -25,12 +25,12 @@ func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testin
 	share(t, weightOne, 40*time.Second)
 	res := scenario(t, ttlSucceededScenario, env.helm4)
 	ctx := context.Background()
-	ns := newNamespace(t, "ttl", restricted)
-	r := newRelease(t, ns, "app", env.helm4)
+	ns := NewNamespace(t, "ttl", restricted)
+	r := NewRelease(t, ns, "app", env.helm4)
 	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 5}})
-	_, d := r.mustDeploy(values)
+	_, d := r.MustDeploy(values)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	_, d = r.mustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	_, d = r.MustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 1
 	for _, s := range res.DurationsSec {
@@ -38,20 +38,20 @@ func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testin
 			t.Errorf("a helm4 install/upgrade with a 5 s TTL took %.0f s: the hook wait hung on the deleted Job", s)
 		}
 	}
-	waitUntil(t, "the TTL controller to delete the migration Job", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, r.fullname()+"-migrate", metav1.GetOptions{})
+	WaitUntil(t, "the TTL controller to delete the migration Job", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	id := r.appIdentity(ctx)
-	for _, p := range r.appPods(ctx, id) {
+	id := r.AppIdentity(ctx)
+	for _, p := range r.AppPods(ctx, id) {
 		if err := env.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("deleting pod %s: %v", p.Name, err)
 		}
 	}
 	start := time.Now()
-	waitUntil(t, "the replacement pods to be Ready with the Job gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "the replacement pods to be Ready with the Job gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		ready := 0
-		for _, p := range r.appPods(ctx, id) {
+		for _, p := range r.AppPods(ctx, id) {
 			if p.DeletionTimestamp == nil && podReady(p) {
 				ready++
 			}
@@ -74,45 +74,45 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 	share(t, weightOne, 65*time.Second)
 	res := scenario(t, ttlFailedScenario, env.kubectl)
 	ctx := context.Background()
-	ns := newNamespace(t, "ttlfail", restricted)
-	r := newRelease(t, ns, "app", "")
+	ns := NewNamespace(t, "ttlfail", restricted)
+	r := NewRelease(t, ns, "app", "")
 	base := framework.Merge(baseValues(), map[string]any{
 		"postgresql": map[string]any{"auth": map[string]any{"password": "ttl-test-password"}},
 		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0},
 	})
-	r.apply(r.template(base))
-	r.rolledOut(4 * time.Minute)
-	oldID := r.appIdentity(ctx)
+	r.Apply(r.Template(base))
+	r.RolledOut(4 * time.Minute)
+	oldID := r.AppIdentity(ctx)
 
 	broken := framework.Merge(base, map[string]any{
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	})
-	r.apply(r.template(broken))
-	newID := r.appIdentity(ctx)
+	r.Apply(r.Template(broken))
+	newID := r.AppIdentity(ctx)
 	if newID == oldID {
 		t.Fatalf("the broken rendering kept identity %s", oldID)
 	}
-	job := r.fullname() + "-migrate-" + newID
-	waitUntil(t, "the failed Job to be deleted by its TTL", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	job := r.Fullname() + "-migrate-" + newID
+	WaitUntil(t, "the failed Job to be deleted by its TTL", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	gone := time.Now()
 	// for the next 30 s no pod of the new identity may start its app container; the old pods keep serving
 	for time.Since(gone) < 30*time.Second {
-		for _, p := range r.appPods(ctx, newID) {
-			if _, started := appStart(p); started {
+		for _, p := range r.AppPods(ctx, newID) {
+			if _, started := AppStart(p); started {
 				t.Fatalf("pod %s started its app container after its migration failed and the Job was deleted", p.Name)
 			}
 		}
 		time.Sleep(2 * time.Second)
 	}
-	if n := len(r.appPods(ctx, newID)); n == 0 {
+	if n := len(r.AppPods(ctx, newID)); n == 0 {
 		t.Errorf("no pod of the new identity exists: the test proved nothing about the gate")
 	}
 	ready := 0
-	for _, p := range r.appPods(ctx, oldID) {
+	for _, p := range r.AppPods(ctx, oldID) {
 		if podReady(p) {
 			ready++
 		}
@@ -130,13 +130,13 @@ func TestAFirstInstallWithATTLOfZeroPassesHelm3WaitForJobs(t *testing.T) {
 	share(t, weightOne, 35*time.Second)
 	res := scenario(t, ttlZeroWaitForJobsScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "ttl0", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
+	ns := NewNamespace(t, "ttl0", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
 	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
-	_, d := r.mustDeploy(values, "--wait-for-jobs")
+	_, d := r.MustDeploy(values, "--wait-for-jobs")
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	_, d = r.mustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}), "--wait-for-jobs")
+	_, d = r.MustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}), "--wait-for-jobs")
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 1
-	r.assertWitness(ctx, r.appIdentity(ctx))
+	r.AssertWitness(ctx, r.AppIdentity(ctx))
 }

@@ -64,30 +64,30 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load
 			res := scenario(t, upgradesScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := newNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
-			r := newRelease(t, ns, "app", h.bin)
+			ns := NewNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+			r := NewRelease(t, ns, "app", h.bin)
 
-			_, d := r.mustDeploy(baseValues())
+			_, d := r.MustDeploy(baseValues())
 			t.Logf("install (%s --wait) took %s", h.name, d.Round(time.Millisecond))
-			id := r.appIdentity(ctx)
-			r.assertWitness(ctx, id)
-			if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != 1 {
+			id := r.AppIdentity(ctx)
+			r.AssertWitness(ctx, id)
+			if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != 1 {
 				t.Fatalf("after install the migration ran %d times, want 1", got)
 			}
 
 			runs := 1
-			load := startLoad(t, ns, r.fullname())
+			load := StartLoad(t, ns, r.Fullname())
 			n := upgradeCount()
 			for i, step := range upgradeSteps[:n] {
-				_, d := r.mustDeploy(framework.Merge(baseValues(), step.values))
+				_, d := r.MustDeploy(framework.Merge(baseValues(), step.values))
 				res.Upgrades++
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
-				newID := r.appIdentity(ctx)
+				newID := r.AppIdentity(ctx)
 				if newID == id {
 					t.Fatalf("upgrade %d (%s) kept the migration identity %s", i+1, step.what, id)
 				}
 				id = newID
-				j := r.migrationJob(ctx, id)
+				j := r.MigrationJob(ctx, id)
 				if j == nil || j.Status.Succeeded != 1 {
 					t.Fatalf("upgrade %d (%s): no succeeded migration Job for identity %s", i+1, step.what, id)
 				}
@@ -100,24 +100,24 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 				if j.Status.Failed != 0 {
 					t.Errorf("upgrade %d (%s): the migration Job had %d failed pods, want 0", i+1, step.what, j.Status.Failed)
 				}
-				r.assertWitness(ctx, id)
+				r.AssertWitness(ctx, id)
 				runs++
-				if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+				if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 					t.Errorf("upgrade %d (%s): %d migration runs in all, want %d (exactly one per upgrade)", i+1, step.what, got, runs)
 				}
-				if got := r.psqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", id)); got != 1 {
+				if got := r.PsqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", id)); got != 1 {
 					t.Errorf("upgrade %d (%s): identity %s migrated %d times, want exactly once", i+1, step.what, id, got)
 				}
 				t.Logf("upgrade %d/%d (%s): %s, identity %s", i+1, n, step.what, d.Round(time.Millisecond), id)
 			}
-			if got, want := r.psqlInt("select count(*) from demo_migrate_runs"), n+1; got != want {
+			if got, want := r.PsqlInt("select count(*) from demo_migrate_runs"), n+1; got != want {
 				t.Errorf("the migration ran %d times over the install and %d upgrades, want %d", got, n, want)
 			}
 			want, _ := strconv.Atoi(strings.TrimPrefix(upgradeSteps[n-1].values["image"].(map[string]any)["tag"].(string), "v"))
-			if got := r.psqlInt("select max(version) from schema_migrations"); got != want {
+			if got := r.PsqlInt("select max(version) from schema_migrations"); got != want {
 				t.Errorf("schema version is %d after the upgrades, want %d", got, want)
 			}
-			rep := load.stop()
+			rep := load.Stop()
 			rep.record(res)
 			t.Logf("load: %d sent, %d failed, longest gap %d ms, slowest request %d ms, the generator's own longest stall %d ms, by app version %+v",
 				rep.Sent, rep.Failed, rep.LongestGapMs, rep.SlowestMs, rep.LongestStallMs, rep.ByVersion)
@@ -126,7 +126,7 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 			}
 			// every app version's requests read and write what its own migration added, so a pod on an older
 			// schema fails them on the schema
-			rep.check(t, "during the upgrades")
+			rep.Check(t, "during the upgrades")
 		})
 	}
 }

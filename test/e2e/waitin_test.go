@@ -27,8 +27,8 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 	share(t, weightOne, 155*time.Second)
 	res := scenario(t, gateWaitInAppScenario, env.helm4)
 	ctx := context.Background()
-	ns := newNamespace(t, "waitin", restricted)
-	r := newRelease(t, ns, "app", env.helm4)
+	ns := NewNamespace(t, "waitin", restricted)
+	r := NewRelease(t, ns, "app", env.helm4)
 	steps := []map[string]any{
 		// the install's pods are created with the migration Job and wait for it (45 s)
 		{"image": map[string]any{"tag": "v2"}, "gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"},
@@ -37,24 +37,24 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 		{"image": map[string]any{"tag": "v4"}, "gate": map[string]any{"waitIn": "app"}},
 	}
 	for i, s := range steps {
-		_, d := r.mustDeploy(framework.Merge(baseValues(), s))
+		_, d := r.MustDeploy(framework.Merge(baseValues(), s))
 		res.DurationsSec = append(res.DurationsSec, d.Seconds())
 		if i > 0 {
 			res.Upgrades++
 		}
-		id := r.appIdentity(ctx)
-		r.assertWitness(ctx, id)
+		id := r.AppIdentity(ctx)
+		r.AssertWitness(ctx, id)
 		if i == 0 {
 			// the waiting was done by the app containers: the API server says they ran before the migration ended
-			done, _ := r.migrationFinished(id)
-			for _, p := range r.appPods(ctx, id) {
-				if started, ok := appStart(p); !ok || !started.Before(done.Add(-5*time.Second)) {
+			done, _ := r.MigrationFinished(id)
+			for _, p := range r.AppPods(ctx, id) {
+				if started, ok := AppStart(p); !ok || !started.Before(done.Add(-5*time.Second)) {
 					t.Errorf("pod %s's app container started at %v, not while the 45 s migration ran (finished %v)", p.Name, started, done)
 				}
 			}
 		}
-		for _, p := range r.appPods(ctx, id) {
-			if !appContainerWaits(p) {
+		for _, p := range r.AppPods(ctx, id) {
+			if !AppContainerWaits(p) {
 				t.Errorf("step %d: pod %s's app container does not start through the gate: %v", i+1, p.Name, p.Spec.Containers[0].Command)
 			}
 			for _, c := range p.Spec.InitContainers {
@@ -82,18 +82,18 @@ func TestWithoutAStartupProbeCoveringTheWaitTheLivenessProbeRestartsTheWaitingAp
 	share(t, weightOne, 130*time.Second)
 	res := scenario(t, gateWaitInAppControlScenario, env.helm4)
 	ctx := context.Background()
-	ns := newNamespace(t, "waitinctl", restricted)
-	r := newRelease(t, ns, "app", env.helm4)
-	_, d := r.mustDeploy(framework.Merge(baseValues(), map[string]any{
+	ns := NewNamespace(t, "waitinctl", restricted)
+	r := NewRelease(t, ns, "app", env.helm4)
+	_, d := r.MustDeploy(framework.Merge(baseValues(), map[string]any{
 		"image":        map[string]any{"tag": "v2"},
 		"gate":         map[string]any{"waitIn": "app"},
 		"migration":    map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "45s")}},
 		"startupProbe": map[string]any{"exec": map[string]any{"command": []any{"/premigrate/gate", "version"}}, "periodSeconds": 1},
 	}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	id := r.appIdentity(ctx)
+	id := r.AppIdentity(ctx)
 	restarts := int32(0)
-	for _, p := range r.appPods(ctx, id) {
+	for _, p := range r.AppPods(ctx, id) {
 		for _, cs := range p.Status.ContainerStatuses {
 			restarts += cs.RestartCount
 		}
@@ -102,5 +102,5 @@ func TestWithoutAStartupProbeCoveringTheWaitTheLivenessProbeRestartsTheWaitingAp
 		t.Errorf("no app container was restarted while it waited 45 s with the liveness probe on: the control does not show what the startup probe protects")
 	}
 	t.Logf("the kubelet restarted the waiting app containers %d time(s)", restarts)
-	r.assertWitness(ctx, id)
+	r.AssertWitness(ctx, id)
 }

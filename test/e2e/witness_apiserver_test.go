@@ -31,7 +31,7 @@ var (
 func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 	share(t, weightOne, 20*time.Second)
 	scenario(t, recordsAndWatchOnARealAPIServerScenario, "")
-	ns := newNamespace(t, "apiserver", restricted)
+	ns := NewNamespace(t, "apiserver", restricted)
 	ctx := context.Background()
 	const records = "app-migrations"
 	if _, err := env.client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: records}}, metav1.CreateOptions{}); err != nil {
@@ -187,7 +187,7 @@ func runToCompletion(t *testing.T, ns, name, id string) {
 	if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating Job %s: %v", name, err)
 	}
-	waitUntil(t, fmt.Sprintf("Job %s to be Complete", name), 2*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, fmt.Sprintf("Job %s to be Complete", name), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err

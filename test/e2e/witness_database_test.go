@@ -43,26 +43,26 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 			share(t, weightOne, 90*time.Second)
 			res := scenario(t, c.scenario, env.helm3)
 			ctx := context.Background()
-			ns := newNamespace(t, "dbreset", restricted)
-			r := newRelease(t, ns, "app", env.helm3)
+			ns := NewNamespace(t, "dbreset", restricted)
+			r := NewRelease(t, ns, "app", env.helm3)
 			values := framework.Merge(baseValues(), map[string]any{
 				"replicaCount": 1,
 				"postgresql":   map[string]any{"persistence": map[string]any{"enabled": false}},
 				"migration":    map[string]any{"bindRecordsToDatabase": c.bound},
 			})
-			r.mustDeploy(values)
+			r.MustDeploy(values)
 			v2 := framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}})
-			r.mustDeploy(v2) // the pre-upgrade hook migrates to v2
-			id := r.appIdentity(ctx)
-			r.assertWitness(ctx, id)
+			r.MustDeploy(v2) // the pre-upgrade hook migrates to v2
+			id := r.AppIdentity(ctx)
+			r.AssertWitness(ctx, id)
 
 			start := time.Now()
 			r.restartDatabaseEmpty(ctx)
-			env.run.Must(t, env.kubectl, "rollout", "restart", "-n", ns, "deployment/"+r.fullname())
+			env.run.Must(t, env.kubectl, "rollout", "restart", "-n", ns, "deployment/"+r.Fullname())
 			// an app process on the new database writes its row there (the app creates the witness's table itself)
 			early := fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and schema_seen < app_version", id)
 			if !c.bound {
-				waitUntil(t, "the witness to see an app process start on the empty database", 3*time.Minute, func(context.Context) (bool, error) {
+				WaitUntil(t, "the witness to see an app process start on the empty database", 3*time.Minute, func(context.Context) (bool, error) {
 					return r.countIfTable("demo_pod_starts", early) > 0, nil
 				})
 				n := r.countIfTable("demo_pod_starts", early)
@@ -74,8 +74,8 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 			// the new pod waits, and its gate says why (its records went with the old database's pod: the Job that
 			// completed before the database was made again names the change)
 			var held corev1.Pod
-			waitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
-				for _, p := range r.appPods(ctx, id) {
+			WaitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				for _, p := range r.AppPods(ctx, id) {
 					if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 						continue
 					}
@@ -87,13 +87,13 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 				}
 				return false, nil
 			})
-			if _, started := appStart(held); started {
+			if _, started := AppStart(held); started {
 				t.Errorf("pod %s started its app on the empty database", held.Name)
 			}
 			// the pod that kept running lost its schema: its readiness probe (the app's /readyz, as the kubelet
 			// reports it) takes it out of the Service
-			waitUntil(t, "the running app pod to go unready on the empty database", time.Minute, func(ctx context.Context) (bool, error) {
-				for _, p := range r.appPods(ctx, id) {
+			WaitUntil(t, "the running app pod to go unready on the empty database", time.Minute, func(ctx context.Context) (bool, error) {
+				for _, p := range r.AppPods(ctx, id) {
 					if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) && p.DeletionTimestamp == nil && !podReady(p) {
 						return true, nil
 					}
@@ -104,34 +104,34 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 				t.Errorf("the witness has %d app processes of %s on the new database before its migration ran there", n, id)
 			}
 			// the next upgrade with the same values migrates the new database, and the pod starts
-			_, d := r.mustDeploy(v2)
+			_, d := r.MustDeploy(v2)
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds(), d.Seconds())
-			if got := r.psqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", id)); got != 1 {
+			if got := r.PsqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", id)); got != 1 {
 				t.Errorf("identity %s migrated the new database %d times, want once", id, got)
 			}
-			if v := r.psqlInt("select coalesce(max(version), 0) from schema_migrations"); v != 2 {
+			if v := r.PsqlInt("select coalesce(max(version), 0) from schema_migrations"); v != 2 {
 				t.Errorf("the new database's schema is at version %d after the upgrade, want 2", v)
 			}
 			r.onlyCurrentPods(ctx, id, 1)
-			r.assertWitness(ctx, id)
+			r.AssertWitness(ctx, id)
 		})
 	}
 }
 
 // restartDatabaseEmpty deletes the embedded PostgreSQL's pod (its data is in the pod's emptyDir) and waits
 // until the StatefulSet made it again, ready and empty.
-func (r *release) restartDatabaseEmpty(ctx context.Context) {
-	r.t.Helper()
-	name := r.fullname() + "-postgresql-0"
-	pods := env.client.CoreV1().Pods(r.ns)
+func (r *Release) restartDatabaseEmpty(ctx context.Context) {
+	r.T.Helper()
+	name := r.Fullname() + "-postgresql-0"
+	pods := env.client.CoreV1().Pods(r.Namespace)
 	old, err := pods.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		r.t.Fatalf("the database pod: %v", err)
+		r.T.Fatalf("the database pod: %v", err)
 	}
 	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		r.t.Fatalf("deleting the database pod: %v", err)
+		r.T.Fatalf("deleting the database pod: %v", err)
 	}
-	waitUntil(r.t, "the database pod to be made again and ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(r.T, "the database pod to be made again and ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && p.UID == old.UID) {
 			return false, nil
@@ -146,26 +146,26 @@ func (r *release) restartDatabaseEmpty(ctx context.Context) {
 		}
 		return false, nil
 	})
-	if n := r.psqlInt("select count(*) from information_schema.tables where table_name = 'schema_migrations'"); n != 0 {
-		r.t.Fatalf("the database pod was made again but its database is not empty")
+	if n := r.PsqlInt("select count(*) from information_schema.tables where table_name = 'schema_migrations'"); n != 0 {
+		r.T.Fatalf("the database pod was made again but its database is not empty")
 	}
 }
 
 // countIfTable runs a count query, or answers 0 while table does not exist (a new, empty database).
-func (r *release) countIfTable(table, query string) int {
-	r.t.Helper()
-	if r.psqlInt(fmt.Sprintf("select count(*) from information_schema.tables where table_name = '%s'", table)) == 0 {
+func (r *Release) countIfTable(table, query string) int {
+	r.T.Helper()
+	if r.PsqlInt(fmt.Sprintf("select count(*) from information_schema.tables where table_name = '%s'", table)) == 0 {
 		return 0
 	}
-	return r.psqlInt(query)
+	return r.PsqlInt(query)
 }
 
 // onlyCurrentPods waits until the pods of identity id are exactly n, none terminating: the witness then checks
 // the pods that serve, not one on its way out.
-func (r *release) onlyCurrentPods(ctx context.Context, id string, n int) {
-	r.t.Helper()
-	waitUntil(r.t, fmt.Sprintf("%d pods of identity %s, none terminating", n, id), 2*time.Minute, func(ctx context.Context) (bool, error) {
-		pods := r.appPods(ctx, id)
+func (r *Release) onlyCurrentPods(ctx context.Context, id string, n int) {
+	r.T.Helper()
+	WaitUntil(r.T, fmt.Sprintf("%d pods of identity %s, none terminating", n, id), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods := r.AppPods(ctx, id)
 		for _, p := range pods {
 			if p.DeletionTimestamp != nil {
 				return false, nil
@@ -196,7 +196,7 @@ func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMig
 	start := time.Now()
 	deployment := l.name + "-ledger"
 	env.run.Must(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+deployment)
-	waitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pods, err := env.client.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=server"})
 		if err != nil {
 			return false, err

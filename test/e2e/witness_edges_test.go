@@ -30,19 +30,19 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 	share(t, weightOne, 50*time.Second)
 	res := scenario(t, controlTimeClauseScenario, env.kubectl)
 	ctx := context.Background()
-	ns := newNamespace(t, "controltime", restricted)
+	ns := NewNamespace(t, "controltime", restricted)
 	values := framework.Merge(baseValues(), map[string]any{
 		"image":      map[string]any{"tag": "v2"},
 		"migration":  map[string]any{"mode": "job"},
 		"gate":       map[string]any{"mode": "none"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "control-password"}},
 	})
-	r := newRelease(t, ns, "app", "")
-	r.apply(r.template(values))
-	r.rolledOut(4 * time.Minute)
-	first := r.appIdentity(ctx)
-	waitUntil(t, "the migration of "+first+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
-		_, ok := r.migrationFinished(first)
+	r := NewRelease(t, ns, "app", "")
+	r.Apply(r.Template(values))
+	r.RolledOut(4 * time.Minute)
+	first := r.AppIdentity(ctx)
+	WaitUntil(t, "the migration of "+first+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+		_, ok := r.MigrationFinished(first)
 		return ok, nil
 	})
 
@@ -50,25 +50,25 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 	// finish 25 s late, as a slow data migration would, while the ungated pods start at once.
 	held := make(chan error, 1)
 	go func() {
-		_, err := podExec(ns, r.fullname()+"-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate", "-Atc", fmt.Sprintf("select pg_advisory_lock(%d); select pg_sleep(25)", migrate.LockKey))
+		_, err := PodExec(ns, r.Fullname()+"-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate", "-Atc", fmt.Sprintf("select pg_advisory_lock(%d); select pg_sleep(25)", migrate.LockKey))
 		held <- err
 	}()
-	waitUntil(t, "the migration lock to be held", time.Minute, func(context.Context) (bool, error) {
+	WaitUntil(t, "the migration lock to be held", time.Minute, func(context.Context) (bool, error) {
 		key := migrate.LockKey // a bigint key shows in pg_locks as its high and low 32 bits
-		return r.psqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
+		return r.PsqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
 			uint32(key>>32), uint32(key))) > 0, nil
 	})
 	start := time.Now()
 	next := framework.Merge(values, map[string]any{"migration": map[string]any{"mode": "job",
 		"env": []any{framework.EnvVar("CONTROL_ENV_ONLY_CHANGE", "1")}}})
-	r.apply(r.template(next))
-	r.rolledOut(4 * time.Minute)
-	second := r.appIdentity(ctx)
+	r.Apply(r.Template(next))
+	r.RolledOut(4 * time.Minute)
+	second := r.AppIdentity(ctx)
 	if second == first {
 		t.Fatalf("an env-only change of the migration kept identity %s", first)
 	}
-	waitUntil(t, "the migration of "+second+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
-		_, ok := r.migrationFinished(second)
+	WaitUntil(t, "the migration of "+second+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+		_, ok := r.MigrationFinished(second)
 		return ok, nil
 	})
 	if err := <-held; err != nil {
@@ -76,7 +76,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 	}
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 
-	violations := r.witnessViolations()
+	violations := r.WitnessViolations()
 	res.Numbers["violationsCaught"] = float64(len(violations))
 	ofSecond := 0
 	for _, v := range violations {
@@ -89,7 +89,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 			second, strings.Join(violations, "\n  "))
 	}
 	// each of them saw a schema at least its version: only the time clause can have flagged them
-	bySchema := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and schema_seen < app_version", second))
+	bySchema := r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and schema_seen < app_version", second))
 	if bySchema != 0 {
 		t.Fatalf("%d pods of %s saw an older schema: this control must trip the time clause alone", bySchema, second)
 	}
@@ -103,20 +103,20 @@ func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *te
 	share(t, weightOne, 60*time.Second)
 	res := scenario(t, noHooksUpgradeScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "nohooks", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
-	r.mustDeploy(baseValues())
-	first := r.appIdentity(ctx)
+	ns := NewNamespace(t, "nohooks", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
+	r.MustDeploy(baseValues())
+	first := r.AppIdentity(ctx)
 
 	v2 := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 	start := time.Now()
-	env.run.Must(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--no-hooks", "--values", r.valuesFile(v2))
-	second := r.appIdentity(ctx)
+	env.run.Must(t, env.helm3, "upgrade", r.Name, env.chart, "-n", ns, "--no-hooks", "--values", r.ValuesFile(v2))
+	second := r.AppIdentity(ctx)
 	if second == first {
 		t.Fatalf("the upgrade to v2 kept identity %s", first)
 	}
-	waitUntil(t, "a pod of "+second+" to wait in wait-for-migration", 2*time.Minute, func(context.Context) (bool, error) {
-		for _, p := range r.appPods(ctx, second) {
+	WaitUntil(t, "a pod of "+second+" to wait in wait-for-migration", 2*time.Minute, func(context.Context) (bool, error) {
+		for _, p := range r.AppPods(ctx, second) {
 			if waitingInGate(p) {
 				return true, nil
 			}
@@ -126,27 +126,27 @@ func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *te
 	// held: for 30 s no pod of the new identity gets past the gate, and the old pods keep serving
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, p := range r.appPods(ctx, second) {
-			if _, started := appStart(p); started {
+		for _, p := range r.AppPods(ctx, second) {
+			if _, started := AppStart(p); started {
 				t.Fatalf("pod %s of %s started its app container though no migration ran (--no-hooks)", p.Name, second)
 			}
 		}
-		if n := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", second)); n != 0 {
+		if n := r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", second)); n != 0 {
 			t.Fatalf("the witness has %d app processes of %s, whose migration never ran", n, second)
 		}
 		time.Sleep(3 * time.Second)
 	}
-	if len(r.appPods(ctx, first)) == 0 {
+	if len(r.AppPods(ctx, first)) == 0 {
 		t.Fatalf("no pod of %s is left serving while the new ones wait", first)
 	}
 
 	// the same values with hooks: the pre-upgrade hook migrates, and the waiting pods start
-	r.mustDeploy(v2)
+	r.MustDeploy(v2)
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-	if id := r.appIdentity(ctx); id != second {
+	if id := r.AppIdentity(ctx); id != second {
 		t.Fatalf("the upgrade with hooks changed the identity from %s to %s", second, id)
 	}
-	r.assertWitness(ctx, second)
+	r.AssertWitness(ctx, second)
 }
 
 // waitingInGate is true when the pod's wait-for-migration init container is running.

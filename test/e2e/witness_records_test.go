@@ -35,15 +35,15 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 	share(t, weightOne, 35*time.Second)
 	res := scenario(t, signalledMigrationScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "signalled", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
+	ns := NewNamespace(t, "signalled", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
 	// the records bound to no database: with the binding, gate run names the database again after the command
 	// exits, on the stopped context, and fails there too, which would hide a record made after the signal
 	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "backoffLimit": 0, "bindRecordsToDatabase": false},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "signalled-test-password"}},
 	})
-	r.mustDeploy(base) // v1, with the database up: the next migration starts at once
+	r.MustDeploy(base) // v1, with the database up: the next migration starts at once
 	// v2, whose migration sleeps 600 s inside its transaction
 	slow := framework.Merge(base, map[string]any{
 		"image": map[string]any{"tag": "v2"},
@@ -51,12 +51,12 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 			"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "600s"), framework.EnvVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
 	})
 	start := time.Now()
-	env.run.Must(t, env.helm3, "upgrade", r.name, env.chart, "-n", ns, "--values", r.valuesFile(slow))
-	id := r.appIdentity(ctx)
-	job := r.fullname() + "-migrate-" + id
+	env.run.Must(t, env.helm3, "upgrade", r.Name, env.chart, "-n", ns, "--values", r.ValuesFile(slow))
+	id := r.AppIdentity(ctx)
+	job := r.Fullname() + "-migrate-" + id
 	key := migrate.LockKey
-	waitUntil(t, "the migration of "+id+" to run (it holds the migrations' lock)", 3*time.Minute, func(context.Context) (bool, error) {
-		return r.psqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
+	WaitUntil(t, "the migration of "+id+" to run (it holds the migrations' lock)", 3*time.Minute, func(context.Context) (bool, error) {
+		return r.PsqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
 			uint32(key>>32), uint32(key))) > 0, nil
 	})
 	pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
@@ -67,25 +67,25 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 	if err := env.client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil { // SIGTERM, as a drain sends
 		t.Fatal(err)
 	}
-	waitUntil(t, "the stopped migration pod "+pod+" to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "the stopped migration pod "+pod+" to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := env.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	time.Sleep(5 * time.Second)
 
-	if v, ok := r.records(ctx)[id]; ok {
+	if v, ok := r.Records(ctx)[id]; ok {
 		t.Errorf("identity %s was recorded (%s) though SIGTERM stopped its migration halfway", id, v)
 	}
-	if v := r.psqlInt("select coalesce(max(version), 0) from schema_migrations"); v != 1 {
+	if v := r.PsqlInt("select coalesce(max(version), 0) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d, want 1: the stopped migration applied nothing", v)
 	}
-	for _, p := range r.appPods(ctx, id) {
-		if _, started := appStart(p); started {
+	for _, p := range r.AppPods(ctx, id) {
+		if _, started := AppStart(p); started {
 			t.Errorf("pod %s of %s started its app though its migration was stopped", p.Name, id)
 		}
 	}
-	if n := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
+	if n := r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
 		t.Errorf("the witness has %d app processes of %s, whose migration never completed", n, id)
 	}
 }
@@ -98,21 +98,21 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
 	res := scenario(t, recordsUnreadableScenario, env.helm3)
 	ctx := context.Background()
-	ns := newNamespace(t, "unreadable", restricted)
-	r := newRelease(t, ns, "app", env.helm3)
+	ns := NewNamespace(t, "unreadable", restricted)
+	r := NewRelease(t, ns, "app", env.helm3)
 	values := framework.Merge(baseValues(), map[string]any{
 		"image":      map[string]any{"tag": "v2"},
 		"migration":  map[string]any{"mode": "job", "backoffLimit": 0},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "unreadable-test-password"}},
 	})
-	r.mustDeploy(values)
-	id := r.appIdentity(ctx)
-	job := r.fullname() + "-migrate-" + id
-	runs := r.psqlInt("select count(*) from demo_migrate_runs")
+	r.MustDeploy(values)
+	id := r.AppIdentity(ctx)
+	job := r.Fullname() + "-migrate-" + id
+	runs := r.PsqlInt("select count(*) from demo_migrate_runs")
 
 	// the Job's manifest as Helm applied it, to re-create it as a revert or a TTL's re-apply would
 	var manifest string
-	for _, doc := range strings.Split(env.run.Must(t, env.helm3, "get", "manifest", r.name, "-n", ns), "\n---") {
+	for _, doc := range strings.Split(env.run.Must(t, env.helm3, "get", "manifest", r.Name, "-n", ns), "\n---") {
 		if strings.Contains(doc, "\nkind: Job\n") {
 			manifest = doc
 		}
@@ -121,12 +121,12 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 		t.Fatal("no Job in the release's manifest")
 	}
 	env.run.Must(t, env.kubectl, "patch", "role", job, "-n", ns, "--type", "json",
-		"-p", `[{"op":"test","path":"/rules/0/resourceNames/1","value":"`+r.storeName()+`"},`+
-			`{"op":"replace","path":"/rules/0/resourceNames","value":["`+r.anchorName()+`"]}]`)
+		"-p", `[{"op":"test","path":"/rules/0/resourceNames/1","value":"`+r.StoreName()+`"},`+
+			`{"op":"replace","path":"/rules/0/resourceNames","value":["`+r.AnchorName()+`"]}]`)
 	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -135,12 +135,12 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 		t.Fatalf("re-creating Job %s: %v", job, err)
 	}
 	// gate run retries the records for --wait-for-configmap (2m), then gives up
-	waitUntil(t, "the re-created Job "+job+" to fail", 4*time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "the re-created Job "+job+" to fail", 4*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return err == nil && jobFailed(j), nil
 	})
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 		t.Errorf("%d migration runs, was %d: the Job ran its migration without knowing whether it was recorded", got, runs)
 	}
 	log := r.jobLog(job)
@@ -165,26 +165,26 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
 	res := scenario(t, rollbackPastKeptRecordsScenario, env.helm4)
 	ctx := context.Background()
-	ns := newNamespace(t, "pruned", restricted)
-	r := newRelease(t, ns, "app", env.helm4)
+	ns := NewNamespace(t, "pruned", restricted)
+	r := NewRelease(t, ns, "app", env.helm4)
 	base := framework.Merge(baseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "keepRecords": 1},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "pruned-test-password"}},
 	})
-	r.mustDeploy(base)
-	first := r.appIdentity(ctx)
-	r.mustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
-	second := r.appIdentity(ctx)
-	data := r.records(ctx)
+	r.MustDeploy(base)
+	first := r.AppIdentity(ctx)
+	r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
+	second := r.AppIdentity(ctx)
+	data := r.Records(ctx)
 	if _, ok := data[second]; !ok || !record.WasPruned(data, first) {
 		t.Fatalf("records %v: want %s kept (the identity just recorded) and %s listed as pruned (keepRecords 1)", data, second, first)
 	}
-	runs := r.psqlInt("select count(*) from demo_migrate_runs")
+	runs := r.PsqlInt("select count(*) from demo_migrate_runs")
 
 	start := time.Now()
-	env.run.Must(t, env.helm4, "rollback", r.name, "1", "-n", ns)
-	job := r.fullname() + "-migrate-" + first
-	waitUntil(t, "the re-created Job "+job+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	env.run.Must(t, env.helm4, "rollback", r.Name, "1", "-n", ns)
+	job := r.Fullname() + "-migrate-" + first
+	WaitUntil(t, "the re-created Job "+job+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return err == nil && jobFailed(j), nil
 	})
@@ -195,14 +195,14 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	if log := r.jobLog(job); !strings.Contains(log, "its record was pruned") || !strings.Contains(log, "migration.keepRecords") {
 		t.Errorf("the refusal does not say why and what to raise:\n%s", log)
 	}
-	if got := r.psqlInt("select count(*) from demo_migrate_runs"); got != runs {
+	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 		t.Errorf("%d migration runs, was %d: the migration of pruned identity %s ran again", got, runs, first)
 	}
-	if v := r.psqlInt("select max(version) from schema_migrations"); v != 2 {
+	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {
 		t.Errorf("schema at version %d, want 2", v)
 	}
-	waitUntil(t, "a pod of "+first+" to fail its gate", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		for _, p := range r.appPods(ctx, first) {
+	WaitUntil(t, "a pod of "+first+" to fail its gate", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, p := range r.AppPods(ctx, first) {
 			for _, s := range p.Status.InitContainerStatuses {
 				term := s.State.Terminated
 				if term == nil {
@@ -216,14 +216,14 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 		return false, nil
 	})
 	checked := 0
-	for _, p := range r.appPods(ctx, first) {
+	for _, p := range r.AppPods(ctx, first) {
 		// the rollback's pods only: an install pod of the same identity may still be terminating (the app
 		// keeps serving 15 s after SIGTERM), and it started its app before the upgrade, as it should
 		if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) {
 			continue
 		}
 		checked++
-		if n := r.psqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where pod = '%s'", p.Name)); n != 0 {
+		if n := r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where pod = '%s'", p.Name)); n != 0 {
 			t.Errorf("pod %s of the pruned identity %s started its app after the rollback", p.Name, first)
 		}
 	}
@@ -236,16 +236,16 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+	WaitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	deleted := time.Now()
-	for _, p := range r.appPods(ctx, first) {
+	for _, p := range r.AppPods(ctx, first) {
 		_ = env.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
 	}
-	waitUntil(t, "a new pod of "+first+" without its Job to fail its gate at once", time.Minute, func(ctx context.Context) (bool, error) {
-		for _, p := range r.appPods(ctx, first) {
+	WaitUntil(t, "a new pod of "+first+" without its Job to fail its gate at once", time.Minute, func(ctx context.Context) (bool, error) {
+		for _, p := range r.AppPods(ctx, first) {
 			if p.CreationTimestamp.Time.Before(deleted.Truncate(time.Second)) {
 				continue
 			}
