@@ -106,23 +106,23 @@ type ledger struct {
 
 func newLedger(t *testing.T, helmBin string) *ledger {
 	t.Helper()
-	ns := NewNamespace(t, "ledger", restricted)
-	if out, err := env.run.Input(t, []byte(ledgerDBManifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
+	ns := env.NewNamespace(t, "ledger", restricted)
+	if out, err := env.Run.Input(t, []byte(ledgerDBManifest), env.Kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("creating the ledger's database: %v\n%s", err, out)
 	}
-	env.run.Must(t, env.kubectl, "wait", "-n", ns, "--for=condition=Ready", "pod/ledger-db", "--timeout=3m")
+	env.Run.Must(t, env.Kubectl, "wait", "-n", ns, "--for=condition=Ready", "pod/ledger-db", "--timeout=3m")
 	return &ledger{t: t, ns: ns, name: "books", helm: helmBin, db: "ledger"}
 }
 
 // deploy runs helm upgrade --install of the example chart with values and returns helm's output and error.
 func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 	l.t.Helper()
-	r := &Release{T: l.t, Namespace: l.ns, Name: l.name, Helm: l.helm}
-	args := []string{"upgrade", "--install", l.name, env.example, "-n", l.ns, "--timeout", "4m", "--values", r.ValuesFile(values)}
+	r := env.NewRelease(l.t, l.ns, l.name, l.helm)
+	args := []string{"upgrade", "--install", l.name, env.Example, "-n", l.ns, "--timeout", "4m", "--values", r.ValuesFile(values)}
 	if wait {
 		args = append(args, "--wait")
 	}
-	out, err := env.run.Run(l.t, l.helm, args...)
+	out, err := env.Run.Run(l.t, l.helm, args...)
 	if strings.Contains(out, "field is immutable") {
 		l.t.Fatalf("helm reported an immutable field:\n%s", out)
 	}
@@ -131,7 +131,7 @@ func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 
 func (l *ledger) psql(query string) string {
 	l.t.Helper()
-	out, err := PodExec(l.ns, "ledger-db", "psql", "-U", "ledger", "-d", l.db, "-Atc", query)
+	out, err := env.PodExec(l.ns, "ledger-db", "psql", "-U", "ledger", "-d", l.db, "-Atc", query)
 	if err != nil {
 		l.t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func seq(n int) string {
 // immutable field, and the database saw no app start before its schema.
 func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
-	for _, helmBin := range []string{env.helm3, env.helm4} {
+	for _, helmBin := range []string{env.Helm3, env.Helm4} {
 		t.Run(toolName(helmBin), func(t *testing.T) {
 			share(t, weightOne, 180*time.Second)
 			res := scenario(t, adopterScenarios[toolName(helmBin)], helmBin)
@@ -207,8 +207,8 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 			}
 			res.Upgrades = 5
 			// the TTL removed the finished hook Jobs: the records, not the Jobs, carry the successes
-			WaitUntil(t, "the TTL to remove the migration Jobs", 2*time.Minute, func(ctx context.Context) (bool, error) {
-				jobs, err := env.client.BatchV1().Jobs(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration,app.kubernetes.io/name=ledger"})
+			framework.WaitUntil(t, "the TTL to remove the migration Jobs", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				jobs, err := env.Client.BatchV1().Jobs(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration,app.kubernetes.io/name=ledger"})
 				if err != nil {
 					return false, err
 				}
@@ -218,8 +218,8 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 				return
 			}
 			// and a restart of every app pod after that is not held: its identity is recorded
-			env.run.Must(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+l.name+"-ledger")
-			env.run.Must(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=2m")
+			env.Run.Must(t, env.Kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+l.name+"-ledger")
+			env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=2m")
 			l.assertSchema(6, 2)
 		})
 	}
@@ -233,15 +233,15 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 // before-hook-creation). The database shows that neither failed migration changed the schema.
 func TestTheLibrarysDefaultsHoldForAnotherAppsChart(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
-	res := scenario(t, adopterLibraryDefaultsScenario, env.helm4)
+	res := scenario(t, adopterLibraryDefaultsScenario, env.Helm4)
 	ctx := context.Background()
-	l := newLedger(t, env.helm4)
+	l := newLedger(t, env.Helm4)
 	values := func(v int, extraEnv ...map[string]any) map[string]any {
 		return map[string]any{"schemaVersion": v, "migrations": map[string]any{"env": append([]map[string]any{}, extraEnv...)}}
 	}
 	liveJob := func() *batchv1.Job {
 		t.Helper()
-		j, err := env.client.BatchV1().Jobs(l.ns).Get(ctx, l.name+"-ledger-migrate", metav1.GetOptions{})
+		j, err := env.Client.BatchV1().Jobs(l.ns).Get(ctx, l.name+"-ledger-migrate", metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("reading the hook Job: %v", err)
 		}
@@ -304,8 +304,8 @@ func TestTheLibrarysDefaultsHoldForAnotherAppsChart(t *testing.T) {
 // the database records starts that came before the schema: the check that passes above is not vacuous.
 func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
 	share(t, weightOne, 35*time.Second)
-	scenario(t, adopterControlScenario, env.helm4)
-	l := newLedger(t, env.helm4)
+	scenario(t, adopterControlScenario, env.Helm4)
+	l := newLedger(t, env.Helm4)
 	values := map[string]any{"schemaVersion": 1, "migrations": map[string]any{
 		"gate": map[string]any{"mode": "none"},
 		"env":  []map[string]any{{"name": "LEDGER_MIGRATE_DELAY", "value": "15s"}},
@@ -314,7 +314,7 @@ func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	// the migration finishes after its delay; the app pods, ungated, started (and recorded it) meanwhile
-	env.run.Must(t, env.kubectl, "wait", "-n", l.ns, "--for=condition=Complete", "job", "-l", "app.kubernetes.io/component=migration", "--timeout=3m")
+	env.Run.Must(t, env.Kubectl, "wait", "-n", l.ns, "--for=condition=Complete", "job", "-l", "app.kubernetes.io/component=migration", "--timeout=3m")
 	if n := l.earlyStarts(); n == 0 {
 		t.Fatalf("without the gate no app start came before its migration: the evidence cannot see a broken gate")
 	}
@@ -326,8 +326,8 @@ func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
 // values fail the upgrade, and no pod of the new schema starts.
 func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
-	scenario(t, migrationProxySidecarScenario, env.helm4)
-	l := newLedger(t, env.helm4)
+	scenario(t, migrationProxySidecarScenario, env.Helm4)
+	l := newLedger(t, env.Helm4)
 	proxied := []map[string]any{{"name": "LEDGER_MIGRATION_DATABASE_URL", "value": "postgres://ledger:ledger-pw@127.0.0.1:6432/ledger?sslmode=disable"}}
 	sidecar := map[string]any{"name": "db-proxy", "image": ledgerImage, "imagePullPolicy": "Never", "restartPolicy": "Always",
 		"args": []string{"proxy", "--listen", "127.0.0.1:6432", "--to", "ledger-db:5432"}}
@@ -340,11 +340,11 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	l.assertSchema(1, 2)
-	jobs, err := env.client.BatchV1().Jobs(l.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration"})
+	jobs, err := env.Client.BatchV1().Jobs(l.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration"})
 	if err != nil || len(jobs.Items) != 1 {
 		t.Fatalf("want the install's migration Job, got %d (%v)", len(jobs.Items), err)
 	}
-	log := env.run.Must(t, env.kubectl, "logs", "-n", l.ns, "job/"+jobs.Items[0].Name, "-c", "db-proxy")
+	log := env.Run.Must(t, env.Kubectl, "logs", "-n", l.ns, "job/"+jobs.Items[0].Name, "-c", "db-proxy")
 	if !strings.Contains(log, "proxy: connection") {
 		t.Fatalf("the proxy saw no connection:\n%s", log)
 	}
@@ -358,7 +358,7 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 	if n := l.psqlInt(`SELECT count(*) FROM ledger_pod_starts WHERE wanted = 2`); n != 0 {
 		t.Errorf("%d pods of schema 2 started although its migration failed", n)
 	}
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=1m")
+	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=1m")
 }
 
 // ptrText prints an optional number: its value, or "unset".

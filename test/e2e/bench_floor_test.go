@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // The floor of a migration before a rollout: what Kubernetes itself costs to run a Job that does nothing, on
@@ -30,24 +32,24 @@ func bareJob(t *testing.T, ns string, n int) (harness, apiServer float64) {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](0),
-			Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
+			Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers:    []corev1.Container{{Name: "migrate", Image: "premigrate/demo:v1", Args: []string{"--help"}}},
 			})},
 		},
 	}
 	job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
-	w, err := env.client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	w, err := env.Client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
 	if err != nil {
 		t.Fatalf("watching Job %s: %v", name, err)
 	}
 	defer w.Stop()
 	start := time.Now()
-	if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating Job %s: %v", name, err)
 	}
 	defer func() {
-		_ = env.client.BatchV1().Jobs(ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
+		_ = env.Client.BatchV1().Jobs(ns).Delete(context.Background(), name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 	}()
 	for {
 		select {

@@ -37,15 +37,15 @@ type hookSequence struct {
 }
 
 func TestBenchmarkHelmHookSequence(t *testing.T) {
-	rel := NewRelease(t, NewNamespace(t, "bench-hooks", restricted), "app", env.helm4)
+	rel := env.NewRelease(t, env.NewNamespace(t, "bench-hooks", restricted), "app", env.Helm4)
 	rel.MustDeploy(map[string]any{"env": []any{framework.EnvVar("ROUND", "install")}})
 	rounds := envInt("BENCH_UPGRADES", 9)
 	var seqs []hookSequence
 	cols := map[string][]float64{}
 	for i := 0; i < rounds; i++ {
-		args := []string{"upgrade", rel.Name, env.chart, "-n", rel.Namespace, "--wait", "--timeout", "4m", "--debug",
+		args := []string{"upgrade", rel.Name, env.Chart, "-n", rel.Namespace, "--wait", "--timeout", "4m", "--debug",
 			"--values", rel.ValuesFile(map[string]any{"env": []any{framework.EnvVar("ROUND", fmt.Sprint(i))}})}
-		lines, err := timedRun(t, env.helm4, args...)
+		lines, err := timedRun(t, env.Helm4, args...)
 		if err != nil {
 			t.Fatalf("round %d: helm upgrade: %v\n%s", i+1, err, joinLines(lines))
 		}
@@ -79,7 +79,7 @@ func timedRun(t *testing.T, bin string, args ...string) ([]timedLine, error) {
 		defer mu.Unlock()
 		lines = append(lines, timedLine{at: time.Since(start), text: text})
 	}
-	_, err := env.run.RunCmd(t, framework.Cmd{Bin: bin, Args: args, OnLine: stamp})
+	_, err := env.Run.RunCmd(t, framework.Cmd{Bin: bin, Args: args, OnLine: stamp})
 	stamp("(exit)")
 	return lines, err
 }

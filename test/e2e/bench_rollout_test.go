@@ -25,7 +25,7 @@ func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
 	for _, n := range envList(t, "BENCH_ROLLOUT_REPLICAS", "2,10,30") {
 		for _, g := range strings.Split(envOr("BENCH_ROLLOUT_GATES", "watch,none,app"), ",") {
 			v := &rolloutVariant{replicas: n, gate: g}
-			v.rel = NewRelease(t, NewNamespace(t, fmt.Sprintf("bench-ro%d-%s", n, g), restricted), "app", env.helm4)
+			v.rel = env.NewRelease(t, env.NewNamespace(t, fmt.Sprintf("bench-ro%d-%s", n, g), restricted), "app", env.Helm4)
 			v.rel.MustDeploy(v.values(""))
 			variants = append(variants, v)
 		}
@@ -66,7 +66,7 @@ func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
 type rolloutVariant struct {
 	replicas int
 	gate     string
-	rel      *Release
+	rel      *framework.Release
 	sec      []float64
 }
 

@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // The waiters at scale as pods on the node, where the node allows (it holds about 110 pods): N pods on one
@@ -45,7 +47,7 @@ type podScaleRun struct {
 
 func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 	ctx := context.Background()
-	ns := NewNamespace(t, "bench-scalepods", restricted)
+	ns := env.NewNamespace(t, "bench-scalepods", restricted)
 	createWaiterRBAC(t, ns)
 	window := time.Duration(envInt("BENCH_SCALE_WINDOW", 20)) * time.Second
 	var runs []podScaleRun
@@ -65,17 +67,17 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 
 			s0, created := apiRequests(t), time.Now()
 			for i := 0; i < n; i++ {
-				wait := corev1.Container{Image: "premigrate/gate:" + env.appVersion, Args: []string{"wait",
+				wait := corev1.Container{Image: "premigrate/gate:" + env.AppVersion, Args: []string{"wait",
 					"--identity", jobName, "--records", "bench-migrations", "--job", jobName, "--timeout", "10m", "--progress-interval", "1h"}}
 				if kind == "poller" {
 					wait = corev1.Container{Image: "premigrate/bench-poller:dev", Args: []string{"poll", "--job", jobName, "--interval", "2s"}}
 				}
-				if _, err := env.client.CoreV1().Pods(ns).Create(ctx, benchPod(fmt.Sprintf("%s-%03d", id, i), id, wait), metav1.CreateOptions{}); err != nil {
+				if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, benchPod(fmt.Sprintf("%s-%03d", id, i), id, wait), metav1.CreateOptions{}); err != nil {
 					t.Fatalf("creating waiter pod %d of %d: %v", i+1, n, err)
 				}
 			}
-			WaitUntil(t, fmt.Sprintf("%d %s pods to be waiting", n, kind), 10*time.Minute, func(ctx context.Context) (bool, error) {
-				pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=" + id})
+			framework.WaitUntil(t, fmt.Sprintf("%d %s pods to be waiting", n, kind), 10*time.Minute, func(ctx context.Context) (bool, error) {
+				pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=" + id})
 				if err != nil {
 					return false, err
 				}
@@ -96,23 +98,23 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 			r.MemoryPerWaiterKiB = meanWorkingSetKiB(t, ns, id, "wait")
 
 			// the migration, and one loop over both watches: Complete, then each pod's app container running
-			jw, err := env.client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + jobName})
+			jw, err := env.Client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + jobName})
 			if err != nil {
 				t.Fatal(err)
 			}
-			pw, err := env.client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench=" + id})
+			pw, err := env.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench=" + id})
 			if err != nil {
 				t.Fatal(err)
 			}
 			job := &batchv1.Job{
 				ObjectMeta: metav1.ObjectMeta{Name: jobName, Labels: map[string]string{"premigrate.io/identity": jobName}},
-				Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
+				Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers:    []corev1.Container{{Name: "migrate", Image: "premigrate/bench-poller:dev", Args: []string{"sleep", "2s"}}},
 				})}},
 			}
 			job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
-			if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			if _, err := env.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			var complete time.Time
@@ -161,14 +163,14 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 			runs = append(runs, r)
 
 			// free the node's slots for the next run
-			if err := env.client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{LabelSelector: "bench=" + id}); err != nil {
+			if err := env.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{LabelSelector: "bench=" + id}); err != nil {
 				t.Fatal(err)
 			}
-			if err := env.client.BatchV1().Jobs(ns).Delete(ctx, jobName, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+			if err := env.Client.BatchV1().Jobs(ns).Delete(ctx, jobName, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 				t.Fatal(err)
 			}
-			WaitUntil(t, fmt.Sprintf("the %d %s pods to be gone", n, kind), 5*time.Minute, func(ctx context.Context) (bool, error) {
-				pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			framework.WaitUntil(t, fmt.Sprintf("the %d %s pods to be gone", n, kind), 5*time.Minute, func(ctx context.Context) (bool, error) {
+				pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 				return err == nil && len(pods.Items) == 0, err
 			})
 		}
@@ -182,7 +184,7 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 func waitingContainerExits(t *testing.T, ns, id string) map[string]time.Time {
 	t.Helper()
 	node := clusterName() + "-control-plane"
-	ids, err := env.run.Stdout(t, "docker", "exec", node, "crictl", "ps", "-a", "-q", "--name", "^wait$", "--label", "io.kubernetes.pod.namespace="+ns)
+	ids, err := env.Run.Stdout(t, "docker", "exec", node, "crictl", "ps", "-a", "-q", "--name", "^wait$", "--label", "io.kubernetes.pod.namespace="+ns)
 	if err != nil {
 		t.Fatalf("listing the waiting containers on %s: %v", node, err)
 	}
@@ -190,7 +192,7 @@ func waitingContainerExits(t *testing.T, ns, id string) map[string]time.Time {
 		return nil
 	}
 	args := append([]string{"exec", node, "crictl", "inspect"}, strings.Fields(ids)...)
-	raw, err := env.run.Stdout(t, "docker", args...)
+	raw, err := env.Run.Stdout(t, "docker", args...)
 	if err != nil {
 		t.Fatalf("crictl inspect on %s: %v", node, err)
 	}
@@ -223,11 +225,11 @@ func waitingContainerExits(t *testing.T, ns, id string) map[string]time.Time {
 func freePodSlots(t *testing.T) int {
 	t.Helper()
 	ctx := context.Background()
-	nodes, err := env.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil || len(nodes.Items) != 1 {
 		t.Fatalf("the benchmark needs the one-node cluster: %d nodes, %v", len(nodes.Items), err)
 	}
-	pods, err := env.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodes.Items[0].Name})
+	pods, err := env.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodes.Items[0].Name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,11 +247,11 @@ func freePodSlots(t *testing.T) int {
 func meanWorkingSetKiB(t *testing.T, ns, id, container string) int64 {
 	t.Helper()
 	ctx := context.Background()
-	nodes, err := env.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil || len(nodes.Items) == 0 {
 		t.Fatalf("listing nodes: %v", err)
 	}
-	raw, err := env.client.CoreV1().RESTClient().Get().Resource("nodes").Name(nodes.Items[0].Name).SubResource("proxy").Suffix("stats/summary").DoRaw(ctx)
+	raw, err := env.Client.CoreV1().RESTClient().Get().Resource("nodes").Name(nodes.Items[0].Name).SubResource("proxy").Suffix("stats/summary").DoRaw(ctx)
 	if err != nil {
 		t.Fatalf("reading the kubelet's summary: %v", err)
 	}

@@ -42,12 +42,12 @@ type waiterCreds struct {
 
 func newWaiterCreds(t *testing.T, ns string) waiterCreds {
 	t.Helper()
-	raw, err := clientcmd.LoadFromFile(env.kubeconfig)
+	raw, err := clientcmd.LoadFromFile(env.Kubeconfig)
 	if err != nil {
-		t.Fatalf("reading %s: %v", env.kubeconfig, err)
+		t.Fatalf("reading %s: %v", env.Kubeconfig, err)
 	}
 	cluster := raw.Clusters[raw.Contexts[raw.CurrentContext].Cluster]
-	tok, err := env.client.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), "waiter",
+	tok, err := env.Client.CoreV1().ServiceAccounts(ns).CreateToken(context.Background(), "waiter",
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("a token of the waiter ServiceAccount: %v", err)
@@ -74,7 +74,7 @@ func buildBenchBinary(t *testing.T, pkg string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	// built as what ships is built: from the product module alone (hack/images.sh)
-	if _, err := env.run.RunCmd(t, framework.Cmd{Bin: "go", Args: []string{"build", "-o", out, pkg}, Dir: env.repoRoot,
+	if _, err := env.Run.RunCmd(t, framework.Cmd{Bin: "go", Args: []string{"build", "-o", out, pkg}, Dir: env.RepoRoot,
 		Env: map[string]string{"GOWORK": "off"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func buildBenchBinary(t *testing.T, pkg string) string {
 // and, a small constant beside them, the cluster's own controllers').
 func apiRequests(t *testing.T) float64 {
 	t.Helper()
-	raw, err := env.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	raw, err := env.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		t.Fatalf("reading the API server's metrics: %v", err)
 	}
@@ -140,7 +140,7 @@ type scaleRun struct {
 
 func TestBenchmarkWaitersAtScale(t *testing.T) {
 	ctx := context.Background()
-	ns := NewNamespace(t, "bench-scale", restricted)
+	ns := env.NewNamespace(t, "bench-scale", restricted)
 	createWaiterRBAC(t, ns)
 	creds := newWaiterCreds(t, ns)
 	gateBin := buildBenchBinary(t, "./cmd/gate")
@@ -204,21 +204,21 @@ func TestBenchmarkWaitersAtScale(t *testing.T) {
 			r.MemoryPerWaiterKiB = mem / int64(n)
 
 			// the migration: a Job that sleeps 2 s; its Complete condition on the harness's watch
-			jw, err := env.client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + jobName})
+			jw, err := env.Client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + jobName})
 			if err != nil {
 				t.Fatal(err)
 			}
 			job := &batchv1.Job{
 				// the gate finds the Jobs of its identity by this label, and counts only the one named --job
 				ObjectMeta: metav1.ObjectMeta{Name: jobName, Labels: map[string]string{"premigrate.io/identity": jobName}},
-				Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
+				Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers:    []corev1.Container{{Name: "migrate", Image: "premigrate/bench-poller:dev", Args: []string{"sleep", "2s"}}},
 				})}},
 			}
 			job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
 			created := time.Now()
-			if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			if _, err := env.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			var complete time.Time

@@ -51,8 +51,8 @@ func writeBenchReport() error {
 	if len(bench.numbers) == 0 {
 		return nil
 	}
-	helm3, _ := env.run.RunCmd(nil, framework.Cmd{Bin: env.helm3, Args: []string{"version", "--short"}})
-	helm4, _ := env.run.RunCmd(nil, framework.Cmd{Bin: env.helm4, Args: []string{"version", "--short"}})
+	helm3, _ := env.Run.RunCmd(nil, framework.Cmd{Bin: env.Helm3, Args: []string{"version", "--short"}})
+	helm4, _ := env.Run.RunCmd(nil, framework.Cmd{Bin: env.Helm4, Args: []string{"version", "--short"}})
 	doc := map[string]any{
 		"date":    time.Now().UTC().Format(time.RFC3339),
 		"machine": fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
@@ -65,7 +65,7 @@ func writeBenchReport() error {
 	if err != nil {
 		return fmt.Errorf("encoding the bench report: %w", err)
 	}
-	path := filepath.Join(env.results, "bench-"+time.Now().UTC().Format("20060102-150405")+".json")
+	path := filepath.Join(env.Results, "bench-"+time.Now().UTC().Format("20060102-150405")+".json")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
@@ -95,7 +95,7 @@ func envInt(name string, def int) int {
 func benchPod(name, id string, wait corev1.Container) *corev1.Pod {
 	wait.Name = "wait"
 	wait.Env = append(wait.Env, corev1.EnvVar{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}})
-	spec := restrictedPod(corev1.PodSpec{
+	spec := framework.RestrictedPod(corev1.PodSpec{
 		ServiceAccountName: "waiter",
 		InitContainers:     []corev1.Container{wait},
 		Containers:         []corev1.Container{{Name: "app", Image: "premigrate/bench-poller:dev", Args: []string{"sleep", "1h"}}},
@@ -111,23 +111,23 @@ func benchPod(name, id string, wait corev1.Container) *corev1.Pod {
 func createWaiterRBAC(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := env.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "waiter"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "waiter"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "waiter"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"bench-migrations"}, Verbs: []string{"get", "list", "watch"}},
 	}}
-	if _, err := env.client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "waiter"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "waiter"},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "waiter", Namespace: ns}}}
-	if _, err := env.client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bench-migrations"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bench-migrations"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -136,7 +136,7 @@ func createWaiterRBAC(t *testing.T, ns string) {
 // timeKey ("time=" in the gate's log lines, "" in the poller's).
 func waitDecision(t *testing.T, ns, pod, timeKey string) time.Time {
 	t.Helper()
-	raw, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, pod, "-c", "wait")
+	raw, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, pod, "-c", "wait")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func waitDecision(t *testing.T, ns, pod, timeKey string) time.Time {
 
 func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 	ctx := context.Background()
-	ns := NewNamespace(t, "bench-gate", restricted)
+	ns := env.NewNamespace(t, "bench-gate", restricted)
 	createWaiterRBAC(t, ns)
 	runs := envInt("BENCH_RUNS", 20)
 	var gateLat, pollLat, gateStart, pollStart []float64
@@ -163,7 +163,7 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 	for i := 0; i < runs; i++ {
 		id := fmt.Sprintf("bench-%02d", i)
 		jobName := "mig-" + id
-		gated := benchPod("gated-"+id, id, corev1.Container{Image: "premigrate/gate:" + env.appVersion, Args: []string{"wait",
+		gated := benchPod("gated-"+id, id, corev1.Container{Image: "premigrate/gate:" + env.AppVersion, Args: []string{"wait",
 			"--identity", id, "--records", "bench-migrations", "--job", jobName, "--timeout", "5m"}})
 		polled := benchPod("polled-"+id, id, corev1.Container{Image: "premigrate/bench-poller:dev", Args: []string{"poll", "--job", jobName, "--interval", "2s"}})
 		pods := []*corev1.Pod{gated, polled}
@@ -171,13 +171,13 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 			pods[0], pods[1] = pods[1], pods[0]
 		}
 		for _, p := range pods {
-			if _, err := env.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		WaitUntil(t, "both waiters to be waiting", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		framework.WaitUntil(t, "both waiters to be waiting", 2*time.Minute, func(ctx context.Context) (bool, error) {
 			for _, name := range []string{gated.Name, polled.Name} {
-				p, err := env.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					return false, err
 				}
@@ -188,23 +188,23 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 			return true, nil
 		})
 		time.Sleep(time.Second) // the gate has listed and is watching; the poller has polled once
-		w, err := env.client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + jobName})
+		w, err := env.Client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + jobName})
 		if err != nil {
 			t.Fatal(err)
 		}
-		pw, err := env.client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+		pw, err := env.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		job := &batchv1.Job{
 			ObjectMeta: metav1.ObjectMeta{Name: jobName, Labels: map[string]string{"premigrate.io/identity": id}},
-			Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
+			Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers:    []corev1.Container{{Name: "migrate", Image: "premigrate/bench-poller:dev", Args: []string{"sleep", "2s"}}},
 			})}},
 		}
 		job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
-		if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		if _, err := env.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		var complete time.Time
@@ -251,7 +251,7 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 		t.Logf("run %d/%d: gate let go %.3fs after Complete, kubectl poller %.3fs; app containers seen running after %.3fs / %.3fs",
 			i+1, runs, g, p, gateStart[i], pollStart[i])
 		for _, name := range []string{gated.Name, polled.Name} {
-			_ = env.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			_ = env.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 		}
 	}
 	res := map[string]any{
@@ -282,7 +282,7 @@ func maxf(a, b float64) float64 {
 // samplePeakMemory polls the kubelet's summary for a container's working set until stop closes.
 func samplePeakMemory(ns, pod, container string, stop <-chan struct{}) int64 {
 	var peak int64
-	nodes, err := env.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	nodes, err := env.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(nodes.Items) == 0 {
 		return 0
 	}
@@ -293,7 +293,7 @@ func samplePeakMemory(ns, pod, container string, stop <-chan struct{}) int64 {
 			return peak
 		case <-time.After(250 * time.Millisecond):
 		}
-		raw, err := env.client.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("stats/summary").DoRaw(context.Background())
+		raw, err := env.Client.CoreV1().RESTClient().Get().Resource("nodes").Name(node).SubResource("proxy").Suffix("stats/summary").DoRaw(context.Background())
 		if err != nil {
 			continue
 		}

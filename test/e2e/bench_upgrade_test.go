@@ -26,7 +26,7 @@ type upgradeVariant struct {
 	name   string
 	helm   string
 	values map[string]any
-	rel    *Release
+	rel    *framework.Release
 	wall   []float64
 	phases map[string][]float64
 }
@@ -97,25 +97,25 @@ func watchUpgrade(t *testing.T, ns string, stop <-chan struct{}) (*upgradeTimeli
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tl := &upgradeTimeline{appReady: map[string]time.Time{}, appSeen: map[string]time.Time{}, old: map[types.UID]bool{}}
-	pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing pods of %s: %v", ns, err)
 	}
 	for _, p := range pods.Items {
 		tl.old[p.UID] = true
 	}
-	jobs, err := env.client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	jobs, err := env.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing jobs of %s: %v", ns, err)
 	}
 	for _, j := range jobs.Items {
 		tl.old[j.UID] = true
 	}
-	pw, err := env.client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: pods.ResourceVersion})
+	pw, err := env.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: pods.ResourceVersion})
 	if err != nil {
 		t.Fatalf("watching pods of %s: %v", ns, err)
 	}
-	jw, err := env.client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: jobs.ResourceVersion})
+	jw, err := env.Client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: jobs.ResourceVersion})
 	if err != nil {
 		t.Fatalf("watching jobs of %s: %v", ns, err)
 	}
@@ -200,36 +200,36 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 	runs := envInt("BENCH_UPGRADES", 9)
 	off := map[string]any{"migration": map[string]any{"enabled": false}}
 	variants := []*upgradeVariant{
-		{name: "helm3 migration off", helm: env.helm3, values: off},
-		{name: "helm3 migration on", helm: env.helm3, values: map[string]any{}},
-		{name: "helm3 migration on, gate as an image volume", helm: env.helm3,
+		{name: "helm3 migration off", helm: env.Helm3, values: off},
+		{name: "helm3 migration on", helm: env.Helm3, values: map[string]any{}},
+		{name: "helm3 migration on, gate as an image volume", helm: env.Helm3,
 			values: map[string]any{"gate": map[string]any{"delivery": "imageVolume"}}},
-		{name: "helm3 migration on, no gate on the app pods", helm: env.helm3,
+		{name: "helm3 migration on, no gate on the app pods", helm: env.Helm3,
 			values: map[string]any{"gate": map[string]any{"mode": "none"}}},
-		{name: "helm3 migration on, job mode", helm: env.helm3,
+		{name: "helm3 migration on, job mode", helm: env.Helm3,
 			values: map[string]any{"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
-		{name: "helm4 migration off", helm: env.helm4, values: off},
-		{name: "helm4 migration on", helm: env.helm4, values: map[string]any{}},
-		{name: "helm4 migration on, the app container waits (gate copied)", helm: env.helm4,
+		{name: "helm4 migration off", helm: env.Helm4, values: off},
+		{name: "helm4 migration on", helm: env.Helm4, values: map[string]any{}},
+		{name: "helm4 migration on, the app container waits (gate copied)", helm: env.Helm4,
 			values: map[string]any{"gate": map[string]any{"waitIn": "app"}}},
-		{name: "helm4 migration on, the app container waits (gate as an image volume)", helm: env.helm4,
+		{name: "helm4 migration on, the app container waits (gate as an image volume)", helm: env.Helm4,
 			values: map[string]any{"gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"}}},
-		{name: "helm4 migration on, job mode, the app container waits (gate as an image volume)", helm: env.helm4,
+		{name: "helm4 migration on, job mode, the app container waits (gate as an image volume)", helm: env.Helm4,
 			values: map[string]any{"gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"},
 				"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
-		{name: "helm4 migration on, job mode", helm: env.helm4,
+		{name: "helm4 migration on, job mode", helm: env.Helm4,
 			values: map[string]any{"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
 	}
 	for i, v := range variants {
 		v.phases = map[string][]float64{}
-		v.rel = NewRelease(t, NewNamespace(t, fmt.Sprintf("bench-up%d", i), restricted), "app", v.helm)
+		v.rel = env.NewRelease(t, env.NewNamespace(t, fmt.Sprintf("bench-up%d", i), restricted), "app", v.helm)
 		if v.values["migration"] != nil && v.values["migration"].(map[string]any)["enabled"] == false {
 			// without the migration the schema must exist: install with it, then turn it off
-			v.rel.MustDeploy(baseValues())
+			v.rel.MustDeploy(framework.BaseValues())
 		}
-		v.rel.MustDeploy(framework.Merge(baseValues(), v.values))
+		v.rel.MustDeploy(framework.Merge(framework.BaseValues(), v.values))
 	}
-	floorNS := NewNamespace(t, "bench-floor", restricted)
+	floorNS := env.NewNamespace(t, "bench-floor", restricted)
 	var bareHarness, bareAPI []float64
 	bareJob(t, floorNS, -1) // a warm-up, not a sample: the first Job of a new namespace pays for its setup
 	for i := 0; i < runs; i++ {
@@ -243,12 +243,12 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 			stop := make(chan struct{})
 			tl, wait := watchUpgrade(t, v.rel.Namespace, stop)
 			start := time.Now()
-			_, d := v.rel.MustDeploy(framework.Merge(framework.Merge(baseValues(), v.values), change))
+			_, d := v.rel.MustDeploy(framework.Merge(framework.Merge(framework.BaseValues(), v.values), change))
 			end := time.Now()
 			close(stop)
 			wait()
 			v.wall = append(v.wall, d.Seconds())
-			starts := v.rel.processStarts(context.Background())
+			starts := processStarts(context.Background(), v.rel)
 			for name, sec := range tl.phases(start, end, starts) {
 				v.phases[name] = append(v.phases[name], sec)
 			}
@@ -312,7 +312,7 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 
 // processStarts is when each app process of the release's current identity started, by its own clock (the
 // demo_pod_starts witness), by pod name.
-func (r *Release) processStarts(ctx context.Context) map[string]time.Time {
+func processStarts(ctx context.Context, r *framework.Release) map[string]time.Time {
 	r.T.Helper()
 	id := r.AppIdentity(ctx)
 	out := map[string]time.Time{}

@@ -28,12 +28,12 @@ var (
 
 func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 	share(t, weightOne, 40*time.Second)
-	res := scenario(t, concurrentMigrationsScenario, env.helm3)
+	res := scenario(t, concurrentMigrationsScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "lock", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
-	r.MustDeploy(baseValues())
-	dep, err := env.client.AppsV1().Deployments(ns).Get(ctx, r.Fullname(), metav1.GetOptions{})
+	ns := env.NewNamespace(t, "lock", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
+	r.MustDeploy(framework.BaseValues())
+	dep, err := env.Client.AppsV1().Deployments(ns).Get(ctx, r.Fullname(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("getting the app Deployment: %v", err)
 	}
@@ -50,7 +50,7 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("racer-%d", i)},
 			Spec: batchv1.JobSpec{
 				BackoffLimit: ptr.To[int32](0),
-				Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
+				Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{
 						Name: "migrate", Image: "premigrate/demo:v5", Args: []string{"migrate"},
@@ -64,15 +64,15 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 			},
 		}
 		job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
-		if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		if _, err := env.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating %s: %v", job.Name, err)
 		}
 	}
 	start := time.Now()
-	WaitUntil(t, "both racing migrations to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(t, "both racing migrations to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		done := 0
 		for i := 1; i <= 2; i++ {
-			j, err := env.client.BatchV1().Jobs(ns).Get(ctx, fmt.Sprintf("racer-%d", i), metav1.GetOptions{})
+			j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, fmt.Sprintf("racer-%d", i), metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
@@ -93,7 +93,7 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 	}
 	waited := 0
 	for i := 1; i <= 2; i++ {
-		log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, fmt.Sprintf("job/racer-%d", i))
+		log, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, fmt.Sprintf("job/racer-%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,11 +114,11 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 // start and finish times, are in demo_migrate_runs.
 func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *testing.T) {
 	share(t, weightOne, 90*time.Second)
-	res := scenario(t, backToBackMigrationsScenario, env.kubectl)
+	res := scenario(t, backToBackMigrationsScenario, env.Kubectl)
 	ctx := context.Background()
-	ns := NewNamespace(t, "backtoback", restricted)
-	r := NewRelease(t, ns, "app", "")
-	base := framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "backtoback", restricted)
+	r := env.NewRelease(t, ns, "app", "")
+	base := framework.Merge(framework.BaseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "back-to-back-password"}},
 	})
@@ -157,9 +157,9 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 		t.Fatalf("the Deployment runs identity %s, want the last deploy's %s", got, last.id)
 	}
 	finished := map[string]*batchv1.Job{}
-	WaitUntil(t, "every migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(t, "every migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, d := range deploys {
-			j, err := env.client.BatchV1().Jobs(ns).Get(ctx, d.job, metav1.GetOptions{})
+			j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, d.job, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
@@ -175,7 +175,7 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 
 	waitedForTheGate, refused := 0, 0
 	for _, d := range deploys {
-		log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+d.job, "-c", "migrate")
+		log, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, "job/"+d.job, "-c", "migrate")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,16 +259,16 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 			share(t, weightOne, 120*time.Second)
 			res := scenario(t, installRacingUpgradeScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "race-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
-			install := framework.Merge(baseValues(), map[string]any{
+			ns := env.NewNamespace(t, "race-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
+			install := framework.Merge(framework.BaseValues(), map[string]any{
 				"image":     map[string]any{"tag": "v2"},
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
 			})
-			env.run.Must(t, h.bin, "install", r.Name, env.chart, "-n", ns, "--values", r.ValuesFile(install)) // no --wait
+			env.Run.Must(t, h.bin, "install", r.Name, env.Chart, "-n", ns, "--values", r.ValuesFile(install)) // no --wait
 			installJob := r.Fullname() + "-migrate-" + r.AppIdentity(ctx)
-			WaitUntil(t, "the install's migration to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
-				pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + installJob})
+			framework.WaitUntil(t, "the install's migration to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
+				pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + installJob})
 				if err != nil {
 					return false, err
 				}
@@ -282,7 +282,7 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 				return false, nil
 			})
 			time.Sleep(3 * time.Second) // inside the install's migration (two versions of 15 s)
-			_, d, err := r.Deploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v3"}}))
+			_, d, err := r.Deploy(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v3"}}))
 			if err != nil {
 				t.Fatalf("the first upgrade, while the install's migration ran: %v", err)
 			}
@@ -291,7 +291,7 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 			id := r.AppIdentity(ctx)
 			r.AssertWitness(ctx, id)
 
-			log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+r.Fullname()+"-migrate", "-c", "migrate")
+			log, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, "job/"+r.Fullname()+"-migrate", "-c", "migrate")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,11 +323,11 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 // v3 would show there), and the schema as v4 left it.
 func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) {
 	share(t, weightOne, 75*time.Second)
-	res := scenario(t, heldBackOlderMigrationScenario, env.kubectl)
+	res := scenario(t, heldBackOlderMigrationScenario, env.Kubectl)
 	ctx := context.Background()
-	ns := NewNamespace(t, "heldback", restricted)
-	r := NewRelease(t, ns, "app", "")
-	base := framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "heldback", restricted)
+	r := env.NewRelease(t, ns, "app", "")
+	base := framework.Merge(framework.BaseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "held-back-password"}},
 	})
@@ -347,10 +347,10 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 		t.Fatalf("v4's identity %s is not recorded after its rollout", newer)
 	}
 
-	env.run.Must(t, env.kubectl, "patch", "job", "-n", ns, olderJob.Name, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
+	env.Run.Must(t, env.Kubectl, "patch", "job", "-n", ns, olderJob.Name, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
 	var finished *batchv1.Job
-	WaitUntil(t, "v3's migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, olderJob.Name, metav1.GetOptions{})
+	framework.WaitUntil(t, "v3's migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, olderJob.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -367,7 +367,7 @@ func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) 
 	if _, ok := r.Records(ctx)[older]; ok {
 		t.Errorf("v3's identity %s was recorded after v4's", older)
 	}
-	log, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+olderJob.Name, "-c", "migrate")
+	log, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, "job/"+olderJob.Name, "-c", "migrate")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,9 +409,9 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			share(t, weightOne, 100*time.Second)
 			res := scenario(t, timedOutInstallRetriedScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "retry-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
-			values := framework.Merge(baseValues(), map[string]any{
+			ns := env.NewNamespace(t, "retry-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
+			values := framework.Merge(framework.BaseValues(), map[string]any{
 				"image":     map[string]any{"tag": "v2"},
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
 			})
@@ -427,7 +427,7 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			// log now
 			installLog := make(chan string, 1)
 			go func() {
-				out, _ := env.run.Stdout(t, env.kubectl, "logs", "-f", "-n", ns, "job/"+installJob.Name, "-c", "migrate")
+				out, _ := env.Run.Stdout(t, env.Kubectl, "logs", "-f", "-n", ns, "job/"+installJob.Name, "-c", "migrate")
 				installLog <- out
 			}()
 			_, d := r.MustDeploy(values)
@@ -437,7 +437,7 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 				t.Errorf("the retry moved the Deployment to identity %s, want %s (same values)", got, id)
 			}
 			r.AssertWitness(ctx, id)
-			hookLog, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, "job/"+r.Fullname()+"-migrate", "-c", "migrate")
+			hookLog, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, "job/"+r.Fullname()+"-migrate", "-c", "migrate")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -461,7 +461,7 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			if _, ok := r.Records(ctx)[id]; !ok {
 				t.Errorf("identity %s is not recorded after the retry", id)
 			}
-			if status := env.run.Must(t, h.bin, "status", r.Name, "-n", ns); !strings.Contains(status, "STATUS: deployed") {
+			if status := env.Run.Must(t, h.bin, "status", r.Name, "-n", ns); !strings.Contains(status, "STATUS: deployed") {
 				t.Errorf("the release is not deployed after the retry:\n%s", status)
 			}
 			res.Numbers["migrationRuns"] = float64(r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"))

@@ -53,14 +53,14 @@ func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			share(t, weightOne, 50*time.Second)
-			res := scenario(t, c.scenario, env.kubectl)
+			res := scenario(t, c.scenario, env.Kubectl)
 			ctx := context.Background()
-			ns := NewNamespace(t, fmt.Sprintf("control%d", i+1), restricted)
-			values := framework.Merge(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}), c.values)
-			r := NewRelease(t, ns, "app", "")
+			ns := env.NewNamespace(t, fmt.Sprintf("control%d", i+1), restricted)
+			values := framework.Merge(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}), c.values)
+			r := env.NewRelease(t, ns, "app", "")
 			start := time.Now()
 			if c.helm {
-				r.Helm = env.helm3
+				r.Helm = env.Helm3
 				res.Helm = "helm3"
 				r.MustDeploy(values)
 			} else {
@@ -68,7 +68,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
 				r.RolledOut(4 * time.Minute)
 			}
 			id := r.AppIdentity(ctx)
-			WaitUntil(t, "the migration of "+id+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+			framework.WaitUntil(t, "the migration of "+id+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
 				_, ok := r.MigrationFinished(id)
 				return ok, nil
 			})

@@ -22,16 +22,16 @@ var (
 // scenario upgrade-from-previous-*, which fails when that release cannot be found.
 func TestChartTestingInstallsAndUpgradesEveryCIValuesFile(t *testing.T) {
 	share(t, weightOne, 180*time.Second)
-	res := scenario(t, ctInstallScenario, filepath.Join(env.repoRoot, "bin", "ct"))
-	args := []string{"install", "--config", filepath.Join(env.repoRoot, "ct.yaml"), "--charts", env.chart, "--upgrade=false"}
+	res := scenario(t, ctInstallScenario, filepath.Join(env.RepoRoot, "bin", "ct"))
+	args := []string{"install", "--config", filepath.Join(env.RepoRoot, "ct.yaml"), "--charts", env.Chart, "--upgrade=false"}
 	start := time.Now()
-	out, err := env.run.RunCmd(t, framework.Cmd{Bin: filepath.Join(env.repoRoot, "bin", "ct"), Args: args, Dir: env.repoRoot,
-		Env: map[string]string{"PATH": filepath.Join(env.repoRoot, "bin") + ":" + os.Getenv("PATH")}})
+	out, err := env.Run.RunCmd(t, framework.Cmd{Bin: filepath.Join(env.RepoRoot, "bin", "ct"), Args: args, Dir: env.RepoRoot,
+		Env: map[string]string{"PATH": filepath.Join(env.RepoRoot, "bin") + ":" + os.Getenv("PATH")}})
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	if err != nil {
 		t.Fatalf("ct install: %v", err)
 	}
-	if !strings.Contains(string(out), "All charts installed successfully") {
+	if !strings.Contains(out, "All charts installed successfully") {
 		t.Errorf("ct install did not report success:\n%s", out)
 	}
 	t.Logf("ct install took %s", time.Since(start).Round(time.Second))

@@ -55,9 +55,9 @@ func objectsOf(manifests ...string) (map[string]string, error) {
 var documentSeparator = regexp.MustCompile(`(?m)^---[ \t]*$`)
 
 // previewUpgrade returns the objects `helm upgrade --dry-run=MODE` shows for values, hooks included.
-func (r *Release) previewUpgrade(chart string, values map[string]any, mode string) map[string]string {
+func previewUpgrade(r *framework.Release, chart string, values map[string]any, mode string) map[string]string {
 	r.T.Helper()
-	out, err := env.run.Stdout(r.T, r.Helm, "upgrade", r.Name, chart, "-n", r.Namespace, "--values", r.ValuesFile(values),
+	out, err := env.Run.Stdout(r.T, r.Helm, "upgrade", r.Name, chart, "-n", r.Namespace, "--values", r.ValuesFile(values),
 		"--dry-run="+mode, "-o", "json")
 	if err != nil {
 		r.T.Fatalf("previewing the upgrade: %v", err)
@@ -83,9 +83,9 @@ func (r *Release) previewUpgrade(chart string, values map[string]any, mode strin
 }
 
 // databasePassword is the embedded database's password, from the Secret the release keeps.
-func (r *Release) databasePassword() string {
+func databasePassword(r *framework.Release) string {
 	r.T.Helper()
-	sec, err := env.client.CoreV1().Secrets(r.Namespace).Get(context.Background(), r.Fullname()+"-postgresql", metav1.GetOptions{})
+	sec, err := env.Client.CoreV1().Secrets(r.Namespace).Get(context.Background(), r.Fullname()+"-postgresql", metav1.GetOptions{})
 	if err != nil {
 		r.T.Fatalf("reading the database's password: %v", err)
 	}
@@ -93,13 +93,13 @@ func (r *Release) databasePassword() string {
 }
 
 // applied returns the objects Helm stored for the release's current revision, hooks included.
-func (r *Release) applied() map[string]string {
+func applied(r *framework.Release) map[string]string {
 	r.T.Helper()
-	manifest, err := env.run.Stdout(r.T, r.Helm, "get", "manifest", r.Name, "-n", r.Namespace)
+	manifest, err := env.Run.Stdout(r.T, r.Helm, "get", "manifest", r.Name, "-n", r.Namespace)
 	if err != nil {
 		r.T.Fatal(err)
 	}
-	hooks, err := env.run.Stdout(r.T, r.Helm, "get", "hooks", r.Name, "-n", r.Namespace)
+	hooks, err := env.Run.Stdout(r.T, r.Helm, "get", "hooks", r.Name, "-n", r.Namespace)
 	if err != nil {
 		r.T.Fatal(err)
 	}
@@ -135,21 +135,21 @@ func objectDiff(a, b map[string]string) []string {
 // --wait, how long it took is returned), and checks that the server's preview is what the upgrade applied,
 // that the client's refuses without the database's password, and that given it, the client's differs (the
 // control).
-func (r *Release) upgradeAsPreviewed(values map[string]any) time.Duration {
+func upgradeAsPreviewed(r *framework.Release, values map[string]any) time.Duration {
 	r.T.Helper()
-	server := r.previewUpgrade(env.chart, values, "server")
+	server := previewUpgrade(r, env.Chart, values, "server")
 	// no render rotates the embedded database's password: the client-side render, which cannot read the
 	// Secret back, refuses to generate one
-	_, err := env.run.Stdout(r.T, r.Helm, "upgrade", r.Name, env.chart, "-n", r.Namespace, "--values", r.ValuesFile(values),
+	_, err := env.Run.Stdout(r.T, r.Helm, "upgrade", r.Name, env.Chart, "-n", r.Namespace, "--values", r.ValuesFile(values),
 		"--dry-run=client", "-o", "json")
 	if err == nil || !strings.Contains(err.Error(), "postgresql.auth.password is required when the chart is rendered without a cluster") {
 		r.T.Errorf("helm upgrade --dry-run=client without a password: %v; want the refusal naming postgresql.auth.password (each client-side render would generate another password)", err)
 	}
-	client := r.previewUpgrade(env.chart, framework.Merge(values, map[string]any{
-		"postgresql": map[string]any{"auth": map[string]any{"password": r.databasePassword()}},
+	client := previewUpgrade(r, env.Chart, framework.Merge(values, map[string]any{
+		"postgresql": map[string]any{"auth": map[string]any{"password": databasePassword(r)}},
 	}), "client")
 	_, took := r.MustDeploy(values)
-	applied := r.applied()
+	applied := applied(r)
 	if d := objectDiff(server, applied); len(d) > 0 {
 		r.T.Errorf("helm upgrade --dry-run=server showed another upgrade than the one applied: %s", strings.Join(d, "; "))
 	}

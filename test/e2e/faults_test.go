@@ -30,7 +30,7 @@ type deployResult struct {
 // deployAsync runs deploy in the background, so a fault can be injected while Helm waits. What can fail the test
 // (writing the values file) runs here, on the test's goroutine: a t.Fatal on another goroutine would end only that
 // goroutine, done would never be sent and the scenario would hang until go test's -timeout.
-func (r *Release) deployAsync(values map[string]any) <-chan deployResult {
+func deployAsync(r *framework.Release, values map[string]any) <-chan deployResult {
 	r.T.Helper()
 	args := r.DeployArgs(values)
 	done := make(chan deployResult, 1)
@@ -39,11 +39,11 @@ func (r *Release) deployAsync(values map[string]any) <-chan deployResult {
 }
 
 // migratingPod waits for a pod of the hook migration Job whose `migrate` container runs, and returns it.
-func (r *Release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
+func migratingPod(r *framework.Release, t *testing.T, timeout time.Duration) corev1.Pod {
 	t.Helper()
 	var found corev1.Pod
-	WaitUntil(t, "a migration pod running its migrate container", timeout, func(ctx context.Context) (bool, error) {
-		pods, err := env.client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + r.Fullname() + "-migrate"})
+	framework.WaitUntil(t, "a migration pod running its migrate container", timeout, func(ctx context.Context) (bool, error) {
+		pods, err := env.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + r.Fullname() + "-migrate"})
 		if err != nil {
 			return false, err
 		}
@@ -62,17 +62,17 @@ func (r *Release) migratingPod(t *testing.T, timeout time.Duration) corev1.Pod {
 
 func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
-	res := scenario(t, migrationPodKilledScenario, env.helm3)
+	res := scenario(t, migrationPodKilledScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "kill", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
-	r.MustDeploy(baseValues())
-	slow := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+	ns := env.NewNamespace(t, "kill", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
+	r.MustDeploy(framework.BaseValues())
+	slow := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 		"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}}})
-	done := r.deployAsync(slow)
-	victim := r.migratingPod(t, 2*time.Minute)
+	done := deployAsync(r, slow)
+	victim := migratingPod(r, t, 2*time.Minute)
 	time.Sleep(3 * time.Second) // well inside the 15 s migration transaction
-	if err := env.client.CoreV1().Pods(ns).Delete(ctx, victim.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, victim.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatalf("killing %s: %v", victim.Name, err)
 	}
 	t.Logf("killed migration pod %s mid-run", victim.Name)
@@ -100,17 +100,17 @@ func TestAMigrationPodKilledMidRunIsRetriedAndAppliedOnce(t *testing.T) {
 
 func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *testing.T) {
 	share(t, weightOne, 55*time.Second)
-	res := scenario(t, databaseDownScenario, env.helm3)
-	ns := NewNamespace(t, "dbdown", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
-	r.MustDeploy(baseValues())
-	values := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+	res := scenario(t, databaseDownScenario, env.Helm3)
+	ns := env.NewNamespace(t, "dbdown", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
+	r.MustDeploy(framework.BaseValues())
+	values := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 1, "env": []any{
 			framework.EnvVar("DEMO_MIGRATION_DELAY", "15s"), framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "10s")}}})
-	done := r.deployAsync(values)
-	r.migratingPod(t, 2*time.Minute)
+	done := deployAsync(r, values)
+	migratingPod(r, t, 2*time.Minute)
 	time.Sleep(3 * time.Second)
-	env.run.Must(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--replicas=0")
+	env.Run.Must(t, env.Kubectl, "scale", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--replicas=0")
 	t.Logf("database scaled to 0 during the migration (the image stops PostgreSQL with SIGINT: a fast shutdown that aborts open transactions)")
 	got := <-done
 	res.DurationsSec = append(res.DurationsSec, got.d.Seconds())
@@ -123,8 +123,8 @@ func TestADatabaseDownDuringTheMigrationFailsClearlyWithNothingHalfApplied(t *te
 	if !strings.Contains(got.out, "connect") {
 		t.Errorf("helm's output does not show the migration's connection failure:\n%s", got.out)
 	}
-	env.run.Must(t, env.kubectl, "scale", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--replicas=1")
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--timeout=2m")
+	env.Run.Must(t, env.Kubectl, "scale", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--replicas=1")
+	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", ns, "statefulset/"+r.Fullname()+"-postgresql", "--timeout=2m")
 	if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1" {
 		t.Errorf("schema_migrations holds %q after the failed migration, want 1 (nothing half-applied)", got)
 	}

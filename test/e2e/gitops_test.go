@@ -49,7 +49,7 @@ func gitopsUp(t *testing.T, which string) {
 	gitopsOnce[which].Do(func() {
 		for _, args := range [][]string{{"up", which}, {"charts"}} {
 			start := time.Now()
-			_, err := env.run.RunCmd(t, framework.Cmd{Bin: filepath.Join(env.repoRoot, "hack", "gitops.sh"), Args: args,
+			_, err := env.Run.RunCmd(t, framework.Cmd{Bin: filepath.Join(env.RepoRoot, "hack", "gitops.sh"), Args: args,
 				Env: map[string]string{"KIND_CLUSTER_NAME": clusterName()}})
 			fmt.Printf("e2e: hack/gitops.sh %s: %s\n", strings.Join(args, " "), time.Since(start).Round(time.Second))
 			if err != nil {
@@ -99,7 +99,7 @@ func (h helmRelease) condition(typ string) condition {
 
 // fluxRelease is one HelmRelease of the chart, with its release as the other scenarios know it.
 type fluxRelease struct {
-	*Release
+	*framework.Release
 	force bool // spec.upgrade.force: upgrades replace the release's objects (a PUT of each)
 }
 
@@ -135,7 +135,7 @@ spec:
 // helm-controller (v1.4.0 here, up to at least v1.6.3) crashes on helm.sh/hook-output-log-policy when a hook
 // fails (fluxcd/helm-controller#1562), then retries the upgrade after every restart.
 func fluxValues(extra map[string]any) map[string]any {
-	return framework.Merge(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": false}}), extra)
+	return framework.Merge(framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": false}}), extra)
 }
 
 // gitopsUpgrade is the values change of upgrade i (1..5): the demo's image v2..v6 and an env var. v6 drops a
@@ -155,7 +155,7 @@ func (f fluxRelease) apply(values map[string]any) {
 	if err != nil {
 		f.T.Fatal(err)
 	}
-	if out, err := env.run.Input(f.T, []byte(fmt.Sprintf(fluxManifest, f.Name, b, f.force)), env.kubectl, "apply", "-n", f.Namespace, "-f", "-"); err != nil {
+	if out, err := env.Run.Input(f.T, []byte(fmt.Sprintf(fluxManifest, f.Name, b, f.force)), env.Kubectl, "apply", "-n", f.Namespace, "-f", "-"); err != nil {
 		f.T.Fatalf("applying the HelmRelease: %v\n%s", err, out)
 	}
 }
@@ -169,7 +169,7 @@ var (
 // `kubectl get` would cost a quarter of the two cores (development.md).
 func getObject(t *testing.T, gvr schema.GroupVersionResource, ns, name string, out any) {
 	t.Helper()
-	u, err := env.dynamic.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	u, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("reading %s %s/%s: %v", gvr.Resource, ns, name, err)
 	}
@@ -239,8 +239,8 @@ func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bo
 		return done(h), nil
 	})
 	if err != nil {
-		status, _ := env.run.Stdout(f.T, env.kubectl, "get", "helmrelease", f.Name, "-n", f.Namespace, "-o", "jsonpath={.metadata.generation} {.status}")
-		logs, _ := env.run.Stdout(f.T, env.kubectl, "logs", "-n", "flux-system", "deployment/helm-controller", "--since=15m")
+		status, _ := env.Run.Stdout(f.T, env.Kubectl, "get", "helmrelease", f.Name, "-n", f.Namespace, "-o", "jsonpath={.metadata.generation} {.status}")
+		logs, _ := env.Run.Stdout(f.T, env.Kubectl, "logs", "-n", "flux-system", "deployment/helm-controller", "--since=15m")
 		var mine []string
 		for _, l := range strings.Split(logs, "\n") {
 			if strings.Contains(l, `"`+f.Namespace+`"`) || strings.Contains(l, "panic") {
@@ -264,8 +264,8 @@ func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
 	gitopsUp(t, "flux")
 	res := scenario(t, fluxUpgradesScenario, "flux")
 	ctx := context.Background()
-	ns := NewNamespace(t, "flux", restricted)
-	f := fluxRelease{Release: NewRelease(t, ns, "shop", ""), force: true}
+	ns := env.NewNamespace(t, "flux", restricted)
+	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", ""), force: true}
 	start := time.Now()
 	f.apply(fluxValues(nil))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
@@ -310,8 +310,8 @@ func fluxReportsAFailedMigration(t *testing.T) {
 	gitopsUp(t, "flux")
 	scenario(t, fluxFailedMigrationScenario, "flux")
 	ctx := context.Background()
-	ns := NewNamespace(t, "fluxfail", restricted)
-	f := fluxRelease{Release: NewRelease(t, ns, "shop", "")}
+	ns := env.NewNamespace(t, "fluxfail", restricted)
+	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
 	f.apply(fluxValues(nil))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
@@ -337,11 +337,11 @@ func fluxReportsAFailedMigration(t *testing.T) {
 	if v := f.PsqlInt("select max(version) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d after the failed migration, want 1", v)
 	}
-	logs := env.run.Must(t, env.kubectl, "logs", "-n", ns, "job/"+f.Fullname()+"-migrate", "-c", "migrate")
+	logs := env.Run.Must(t, env.Kubectl, "logs", "-n", ns, "job/"+f.Fullname()+"-migrate", "-c", "migrate")
 	if !strings.Contains(logs, "injected failure in migration 2") {
 		t.Errorf("the failed migration's log does not say why:\n%s", logs)
 	}
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", ns, "deployment/"+f.Fullname(), "--timeout=1m")
+	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", ns, "deployment/"+f.Fullname(), "--timeout=1m")
 	f.AssertWitness(ctx, oldID)
 	f.assertReconcileKeepsTheFailure(h)
 	// fixed values reconcile
@@ -359,11 +359,11 @@ func fluxReportsAFailedMigration(t *testing.T) {
 func (f fluxRelease) assertReconcileKeepsTheFailure(failed helmRelease) {
 	f.T.Helper()
 	jobUID := func() string {
-		return env.run.Must(f.T, env.kubectl, "get", "job", f.Fullname()+"-migrate", "-n", f.Namespace, "-o", "jsonpath={.metadata.uid}")
+		return env.Run.Must(f.T, env.Kubectl, "get", "job", f.Fullname()+"-migrate", "-n", f.Namespace, "-o", "jsonpath={.metadata.uid}")
 	}
 	uid := jobUID()
 	token := time.Now().UTC().Format(time.RFC3339Nano)
-	env.run.Must(f.T, env.kubectl, "annotate", "helmrelease", f.Name, "-n", f.Namespace, "--overwrite", "reconcile.fluxcd.io/requestedAt="+token)
+	env.Run.Must(f.T, env.Kubectl, "annotate", "helmrelease", f.Name, "-n", f.Namespace, "--overwrite", "reconcile.fluxcd.io/requestedAt="+token)
 	h := f.settleWhenReturning(2*time.Minute, func(h helmRelease) bool { return h.Status.LastHandledReconcileAt == token })
 	if len(h.Status.History) == 0 || len(failed.Status.History) == 0 || h.Status.History[0].Version != failed.Status.History[0].Version {
 		f.T.Errorf("Flux ran a new Helm action on a reconcile of a failed release: history %+v, was %+v", h.Status.History, failed.Status.History)
@@ -382,7 +382,7 @@ func (f fluxRelease) assertReconcileKeepsTheFailure(failed helmRelease) {
 // helmControllerRestarts is the kubelet's restart count of Flux's helm-controller container.
 func helmControllerRestarts(t *testing.T) int {
 	t.Helper()
-	out := env.run.Must(t, env.kubectl, "get", "pods", "-n", "flux-system", "-l", "app=helm-controller",
+	out := env.Run.Must(t, env.Kubectl, "get", "pods", "-n", "flux-system", "-l", "app=helm-controller",
 		"-o", "jsonpath={range .items[*]}{.status.containerStatuses[0].restartCount}{\"\\n\"}{end}")
 	n := 0
 	for _, f := range strings.Fields(out) {
@@ -403,9 +403,9 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	take(t, weightOne, 80*time.Second) // after its siblings: it crashes the controller they use
 	gitopsUp(t, "flux")
 	scenario(t, fluxHookOutputLogsControlScenario, "flux")
-	ns := NewNamespace(t, "fluxlogs", restricted)
-	f := fluxRelease{Release: NewRelease(t, ns, "shop", "")}
-	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
+	ns := env.NewNamespace(t, "fluxlogs", restricted)
+	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
+	values := framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
 	f.apply(values)
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
@@ -413,15 +413,15 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	before := helmControllerRestarts(t)
 	t.Cleanup(func() {
 		// stop the crash loop: a suspended HelmRelease is not reconciled, then wait for the controller
-		_, _ = env.run.Run(t, env.kubectl, "patch", "helmrelease", f.Name, "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
-		_, _ = env.run.Run(t, env.kubectl, "rollout", "restart", "deployment/helm-controller", "-n", "flux-system")
-		_, _ = env.run.Run(t, env.kubectl, "rollout", "status", "deployment/helm-controller", "-n", "flux-system", "--timeout=3m")
+		_, _ = env.Run.Run(t, env.Kubectl, "patch", "helmrelease", f.Name, "-n", ns, "--type=merge", "-p", `{"spec":{"suspend":true}}`)
+		_, _ = env.Run.Run(t, env.Kubectl, "rollout", "restart", "deployment/helm-controller", "-n", "flux-system")
+		_, _ = env.Run.Run(t, env.Kubectl, "rollout", "status", "deployment/helm-controller", "-n", "flux-system", "--timeout=3m")
 	})
 	f.apply(framework.Merge(values, map[string]any{
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	}))
-	WaitUntil(t, "helm-controller to restart", 4*time.Minute, func(context.Context) (bool, error) {
+	framework.WaitUntil(t, "helm-controller to restart", 4*time.Minute, func(context.Context) (bool, error) {
 		return helmControllerRestarts(t) > before, nil
 	})
 	h := f.get()
@@ -459,7 +459,7 @@ type application struct {
 
 // argoApp is one Argo CD Application of the chart into its own namespace, with its release.
 type argoApp struct {
-	*Release
+	*framework.Release
 	retries int // syncPolicy.retry.limit of automated syncs; 0 keeps Argo CD's default (5 retries with back-off)
 	// syncOptions of the Application's sync policy (e.g. Replace=true)
 	syncOptions []string
@@ -505,7 +505,7 @@ func (a argoApp) manifest(values map[string]any, automated bool) []byte {
 func (a argoApp) apply(values map[string]any, automated bool) time.Time {
 	a.T.Helper()
 	at := time.Now()
-	if out, err := env.run.Input(a.T, a.manifest(values, automated), env.kubectl, "apply", "-f", "-"); err != nil {
+	if out, err := env.Run.Input(a.T, a.manifest(values, automated), env.Kubectl, "apply", "-f", "-"); err != nil {
 		a.T.Fatalf("applying the Application: %v\n%s", err, out)
 	}
 	return at
@@ -522,7 +522,7 @@ func (a argoApp) get() application {
 func (a argoApp) synced(after time.Time, timeout time.Duration) application {
 	a.T.Helper()
 	var app application
-	WaitUntil(a.T, "Argo CD to finish a sync of "+a.Namespace, timeout, func(context.Context) (bool, error) {
+	framework.WaitUntil(a.T, "Argo CD to finish a sync of "+a.Namespace, timeout, func(context.Context) (bool, error) {
 		app = a.get()
 		op := app.Status.OperationState
 		return op.FinishedAt.After(after.Add(-time.Second)) && op.Phase != "" && op.Phase != "Running", nil
@@ -533,7 +533,7 @@ func (a argoApp) synced(after time.Time, timeout time.Duration) application {
 // healthy waits until the Application is Synced and Healthy.
 func (a argoApp) healthy(timeout time.Duration) {
 	a.T.Helper()
-	WaitUntil(a.T, "Application "+a.Namespace+" to be Synced and Healthy", timeout, func(context.Context) (bool, error) {
+	framework.WaitUntil(a.T, "Application "+a.Namespace+" to be Synced and Healthy", timeout, func(context.Context) (bool, error) {
 		app := a.get()
 		return app.Status.Sync.Status == "Synced" && app.Status.Health.Status == "Healthy", nil
 	})
@@ -548,16 +548,16 @@ func (a argoApp) operate(resources ...map[string]any) time.Time {
 	}
 	patch, _ := json.Marshal(map[string]any{"operation": map[string]any{"initiatedBy": map[string]any{"username": "e2e"}, "sync": sync}})
 	at := time.Now()
-	env.run.Must(a.T, env.kubectl, "patch", "application", a.Namespace, "-n", "argocd", "--type", "merge", "-p", string(patch))
+	env.Run.Must(a.T, env.Kubectl, "patch", "application", a.Namespace, "-n", "argocd", "--type", "merge", "-p", string(patch))
 	return at
 }
 
 func newArgoApp(t *testing.T, prefix string) argoApp {
 	t.Helper()
-	ns := NewNamespace(t, prefix, restricted)
-	a := argoApp{Release: NewRelease(t, ns, "shop", "")}
+	ns := env.NewNamespace(t, prefix, restricted)
+	a := argoApp{Release: env.NewRelease(t, ns, "shop", "")}
 	t.Cleanup(func() {
-		_, _ = env.run.Run(t, env.kubectl, "delete", "application", ns, "-n", "argocd", "--wait=true", "--timeout=2m")
+		_, _ = env.Run.Run(t, env.Kubectl, "delete", "application", ns, "-n", "argocd", "--wait=true", "--timeout=2m")
 	})
 	return a
 }
@@ -565,7 +565,7 @@ func newArgoApp(t *testing.T, prefix string) argoApp {
 // argoValues are the chart's values under Argo CD: argocd mode, a fixed password (Argo CD renders without
 // lookup), a TTL on the Jobs.
 func argoValues(extra map[string]any) map[string]any {
-	v := framework.Merge(baseValues(), map[string]any{
+	v := framework.Merge(framework.BaseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "argocd", "ttlSecondsAfterFinished": 60},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "argo-e2e"}},
 	})
@@ -634,11 +634,11 @@ func argoReportsAFailedMigration(t *testing.T) {
 	if v := a.PsqlInt("select max(version) from schema_migrations"); v != 1 {
 		t.Errorf("schema at version %d after the failed migration, want 1", v)
 	}
-	logs := env.run.Must(t, env.kubectl, "logs", "-n", a.Namespace, "job/"+a.Fullname()+"-migrate", "-c", "migrate")
+	logs := env.Run.Must(t, env.Kubectl, "logs", "-n", a.Namespace, "job/"+a.Fullname()+"-migrate", "-c", "migrate")
 	if !strings.Contains(logs, "injected failure in migration 2") {
 		t.Errorf("the failed migration's log does not say why:\n%s", logs)
 	}
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", a.Namespace, "deployment/"+a.Fullname(), "--timeout=1m")
+	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", a.Namespace, "deployment/"+a.Fullname(), "--timeout=1m")
 	a.AssertWitness(ctx, oldID)
 }
 
@@ -666,13 +666,13 @@ func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 		t.Fatalf("a selective sync of the Deployment ran the migration hook %s", job.Name)
 	}
 	// the new pods exist and wait: for 30 s none of them starts its app container
-	WaitUntil(t, "a pod of identity "+newID, 2*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(t, "a pod of identity "+newID, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		return len(a.AppPods(ctx, newID)) > 0, nil
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, p := range a.AppPods(ctx, newID) {
-			if _, started := AppStart(p); started {
+			if _, started := framework.AppStart(p); started {
 				t.Fatalf("pod %s of identity %s started its app container without its migration", p.Name, newID)
 			}
 		}
@@ -686,7 +686,7 @@ func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 	if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
 		t.Fatalf("the full sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
 	}
-	env.run.Must(t, env.kubectl, "rollout", "status", "-n", a.Namespace, "deployment/"+a.Fullname(), "--timeout=3m")
+	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", a.Namespace, "deployment/"+a.Fullname(), "--timeout=3m")
 	a.AssertWitness(ctx, newID)
 }
 
@@ -701,7 +701,7 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 	ctx := context.Background()
 	a := newArgoApp(t, "argohook")
 	values := func(tag string) map[string]any {
-		return framework.Merge(baseValues(), map[string]any{
+		return framework.Merge(framework.BaseValues(), map[string]any{
 			"image":      map[string]any{"tag": tag},
 			"migration":  map[string]any{"mode": "hook"},
 			"postgresql": map[string]any{"auth": map[string]any{"password": "argo-e2e"}},
@@ -754,7 +754,7 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 	ids := []string{a.AppIdentity(ctx)}
 	for i, tag := range []string{"v2", "v3"} {
 		if tag == "v3" {
-			env.run.Must(t, env.kubectl, "patch", "configmap", a.AnchorName(), "-n", a.Namespace, "--type", "merge",
+			env.Run.Must(t, env.Kubectl, "patch", "configmap", a.AnchorName(), "-n", a.Namespace, "--type", "merge",
 				"-p", `{"data":{"marker":"kept only if Argo CD does not replace this object"}}`)
 		}
 		at := a.apply(values(tag), true)
@@ -767,7 +767,7 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 		ids = append(ids, a.AppIdentity(ctx))
 		a.AssertWitness(ctx, ids[len(ids)-1])
 	}
-	anchor, err := env.client.CoreV1().ConfigMaps(a.Namespace).Get(ctx, a.AnchorName(), metav1.GetOptions{})
+	anchor, err := env.Client.CoreV1().ConfigMaps(a.Namespace).Get(ctx, a.AnchorName(), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,13 +34,13 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			share(t, weightOne, 150*time.Second)
 			res := scenario(t, helmTimeoutScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "timeout-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
-			r.MustDeploy(baseValues())
+			ns := env.NewNamespace(t, "timeout-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
+			r.MustDeploy(framework.BaseValues())
 			first := r.AppIdentity(ctx)
 
 			// the v2 migration takes 40 s; Helm waits 15 s for it
-			slow := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
+			slow := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"},
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "40s")}}})
 			out, d, err := r.Deploy(slow, "--timeout", "15s")
 			gaveUp := time.Now()
@@ -48,11 +48,11 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			if err == nil {
 				t.Fatalf("the upgrade with a 15 s timeout succeeded in %s; the scenario needs Helm to give up on the migration:\n%s", d, out)
 			}
-			second := r.job(ctx, r.Fullname()+"-migrate").Labels["premigrate.io/identity"]
+			second := releaseJob(ctx, r, r.Fullname()+"-migrate").Labels["premigrate.io/identity"]
 			if second == "" || second == first {
 				t.Fatalf("the hook Job has identity %q after the failed upgrade, want the v2 migration's (not %s)", second, first)
 			}
-			WaitUntil(t, "the v2 migration to finish after Helm gave up, and to record itself", 3*time.Minute, func(ctx context.Context) (bool, error) {
+			framework.WaitUntil(t, "the v2 migration to finish after Helm gave up, and to record itself", 3*time.Minute, func(ctx context.Context) (bool, error) {
 				_, ok := r.Records(ctx)[second]
 				return ok, nil
 			})
@@ -63,19 +63,19 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			}
 
 			// the hooks outlived Helm's timeout, owned by the records ConfigMap (uninstall takes them with it)
-			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
+			anchor, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for kind, get := range map[string]func() (metav1.Object, error){
 				"ServiceAccount": func() (metav1.Object, error) {
-					return env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
+					return env.Client.CoreV1().ServiceAccounts(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 				},
 				"Role": func() (metav1.Object, error) {
-					return env.client.RbacV1().Roles(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
+					return env.Client.RbacV1().Roles(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 				},
 				"RoleBinding": func() (metav1.Object, error) {
-					return env.client.RbacV1().RoleBindings(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
+					return env.Client.RbacV1().RoleBindings(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 				},
 			} {
 				o, err := get()
@@ -100,7 +100,7 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			// immutable"; docs/troubleshooting.md gives the way out).
 			if h.name == "helm4" {
 				start := time.Now()
-				out, err = env.run.Run(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
+				out, err = env.Run.Run(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
 				res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 				if err != nil || strings.Contains(out, "cannot be imported") {
 					t.Fatalf("%s rollback to the install's revision: %v\n%s", h.name, err, out)
@@ -122,7 +122,7 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 				t.Errorf("the v2 migration ran %d times on the database, want once", runs)
 			}
 
-			r.uninstall()
+			uninstall(r)
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
 				"PersistentVolumeClaim/data-" + r.Fullname() + "-postgresql-0": true,
 				"Secret/" + r.Fullname() + "-postgresql":                       true,

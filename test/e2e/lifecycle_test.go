@@ -30,13 +30,13 @@ var (
 
 // helmCLIs are the Helm CLIs every lifecycle scenario runs under.
 func helmCLIs() []struct{ name, bin string } {
-	return []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}}
+	return []struct{ name, bin string }{{"helm3", env.Helm3}, {"helm4", env.Helm4}}
 }
 
 // uninstall runs `helm uninstall --wait`.
-func (r *Release) uninstall() {
+func uninstall(r *framework.Release) {
 	r.T.Helper()
-	env.run.Must(r.T, r.Helm, "uninstall", r.Name, "-n", r.Namespace, "--wait", "--timeout", "2m")
+	env.Run.Must(r.T, r.Helm, "uninstall", r.Name, "-n", r.Namespace, "--wait", "--timeout", "2m")
 }
 
 // leftovers lists what is left in the namespace besides what Kubernetes puts there itself and the names in
@@ -49,7 +49,7 @@ func leftovers(ctx context.Context, t *testing.T, ns string, keep map[string]boo
 			out = append(out, kind+"/"+name)
 		}
 	}
-	c := env.client
+	c := env.Client
 	opts := metav1.ListOptions{}
 	if l, err := c.BatchV1().Jobs(ns).List(ctx, opts); err == nil {
 		for _, o := range l.Items {
@@ -122,7 +122,7 @@ func assertNothingLeftAfterUninstall(t *testing.T, ns string, keep map[string]bo
 
 // staleJob creates a Complete Job named name that carries the release's migration labels and identity id:
 // what an uninstall with --no-hooks, or an earlier chart, leaves behind.
-func staleJob(ctx context.Context, t *testing.T, r *Release, name, id string) {
+func staleJob(ctx context.Context, t *testing.T, r *framework.Release, name, id string) {
 	t.Helper()
 	labels := map[string]string{
 		"app.kubernetes.io/instance":  r.Name,
@@ -135,27 +135,27 @@ func staleJob(ctx context.Context, t *testing.T, r *Release, name, id string) {
 			BackoffLimit: ptr.To[int32](0),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: restrictedPod(corev1.PodSpec{
+				Spec: framework.RestrictedPod(corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
-					Containers:    []corev1.Container{{Name: "stale", Image: "premigrate/gate:" + env.appVersion, Args: []string{"version"}}},
+					Containers:    []corev1.Container{{Name: "stale", Image: "premigrate/gate:" + env.AppVersion, Args: []string{"version"}}},
 				}),
 			},
 		},
 	}
 	job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
-	if _, err := env.client.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.BatchV1().Jobs(r.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the stale Job %s: %v", name, err)
 	}
-	WaitUntil(t, "the stale Job "+name+" to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
+	framework.WaitUntil(t, "the stale Job "+name+" to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.Client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && j.Status.Succeeded == 1, err
 	})
 }
 
 // jobLog is the migrate container's log of the Job called name.
-func (r *Release) jobLog(name string) string {
+func jobLog(r *framework.Release, name string) string {
 	r.T.Helper()
-	out, err := env.run.Stdout(r.T, env.kubectl, "logs", "-n", r.Namespace, "job/"+name, "-c", "migrate")
+	out, err := env.Run.Stdout(r.T, env.Kubectl, "logs", "-n", r.Namespace, "job/"+name, "-c", "migrate")
 	if err != nil {
 		r.T.Fatalf("reading the log of Job %s: %v", name, err)
 	}
@@ -165,16 +165,16 @@ func (r *Release) jobLog(name string) string {
 // assertSkipped waits for the re-created Job called name to finish and checks, from the Job's status, its log
 // and the database, that it skipped its recorded migration: 1 succeeded and 0 failed pods, "already recorded"
 // and no output of the migration command, the runs and the schema version left as they were.
-func (r *Release) assertSkipped(ctx context.Context, name string, runs, schema int) {
+func assertSkipped(ctx context.Context, r *framework.Release, name string, runs, schema int) {
 	r.T.Helper()
-	WaitUntil(r.T, "the re-created Job "+name+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
+	framework.WaitUntil(r.T, "the re-created Job "+name+" to finish", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.Client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
 	})
-	if j := r.job(ctx, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+	if j := releaseJob(ctx, r, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
 		r.T.Errorf("re-created Job %s: %d succeeded, %d failed pods, want 1 and 0", name, j.Status.Succeeded, j.Status.Failed)
 	}
-	if log := r.jobLog(name); !strings.Contains(log, "already recorded") || strings.Contains(log, "migrate:") {
+	if log := jobLog(r, name); !strings.Contains(log, "already recorded") || strings.Contains(log, "migrate:") {
 		r.T.Errorf("the re-created Job %s ran the migration instead of skipping it:\n%s", name, log)
 	}
 	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
@@ -186,9 +186,9 @@ func (r *Release) assertSkipped(ctx context.Context, name string, runs, schema i
 }
 
 // job reads the Job called name.
-func (r *Release) job(ctx context.Context, name string) *batchv1.Job {
+func releaseJob(ctx context.Context, r *framework.Release, name string) *batchv1.Job {
 	r.T.Helper()
-	j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
+	j, err := env.Client.BatchV1().Jobs(r.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		r.T.Fatalf("getting Job %s: %v", name, err)
 	}
@@ -204,9 +204,9 @@ func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *tes
 			share(t, weightOne, 120*time.Second)
 			res := scenario(t, reinstallScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "reinst-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
-			values := framework.Merge(baseValues(), map[string]any{
+			ns := env.NewNamespace(t, "reinst-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
+			values := framework.Merge(framework.BaseValues(), map[string]any{
 				"image":      map[string]any{"tag": "v2"},
 				"postgresql": map[string]any{"persistence": map[string]any{"enabled": false}},
 				// slow migrations: a gate that trusted old evidence would let the pods start long before them
@@ -217,11 +217,11 @@ func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *tes
 			_, d := r.MustDeploy(upgraded)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			id := r.AppIdentity(ctx)
-			if j := r.job(ctx, r.Fullname()+"-migrate"); j.Labels["premigrate.io/identity"] != id || j.Status.Succeeded != 1 {
+			if j := releaseJob(ctx, r, r.Fullname()+"-migrate"); j.Labels["premigrate.io/identity"] != id || j.Status.Succeeded != 1 {
 				t.Fatalf("the upgrade's hook Job has identity %q and %d succeeded pods, want %s and 1", j.Labels["premigrate.io/identity"], j.Status.Succeeded, id)
 			}
 
-			r.uninstall()
+			uninstall(r)
 			assertNothingLeftAfterUninstall(t, ns, nil)
 
 			// A Complete Job of this identity under the hook Job's name, as `helm uninstall --no-hooks` or an
@@ -250,20 +250,20 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			share(t, weightOne, 90*time.Second)
 			res := scenario(t, enableLaterScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "later-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
+			ns := env.NewNamespace(t, "later-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
 			// without migrations the demo never becomes ready on its empty database: no readiness probe ({}: null is the default)
-			r.MustDeploy(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
+			r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
 			records := r.AnchorName()
-			if _, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("ConfigMap %s exists without migrations (err %v)", records, err)
 			}
 
-			_, d := r.MustDeploy(baseValues())
+			_, d := r.MustDeploy(framework.BaseValues())
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			id := r.AppIdentity(ctx)
 			r.AssertWitness(ctx, id)
-			cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{})
+			cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{})
 			if err != nil {
 				t.Fatalf("the records ConfigMap was not created: %v", err)
 			}
@@ -273,22 +273,22 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			if _, ok := r.Records(ctx)[id]; !ok {
 				t.Errorf("the store %s lacks the record of %s: %v", r.StoreName(), id, r.Records(ctx))
 			}
-			if manifest := env.run.Must(t, h.bin, "get", "manifest", r.Name, "-n", ns); !strings.Contains(manifest, "name: "+records) {
+			if manifest := env.Run.Must(t, h.bin, "get", "manifest", r.Name, "-n", ns); !strings.Contains(manifest, "name: "+records) {
 				t.Errorf("the release's manifest does not hold ConfigMap %s: Helm did not adopt it", records)
 			}
 
 			// both records ConfigMaps deleted by hand: the release's and the store
 			for _, name := range []string{records, r.StoreName()} {
-				if err := env.client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				if err := env.Client.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			_, d = r.MustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+			_, d = r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 2
 			id = r.AppIdentity(ctx)
 			r.AssertWitness(ctx, id)
-			if _, err = env.client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); err != nil {
+			if _, err = env.Client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); err != nil {
 				t.Fatalf("the records ConfigMap deleted by hand was not created again: %v", err)
 			}
 			if _, ok := r.Records(ctx)[id]; !ok {
@@ -297,7 +297,7 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 			if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {
 				t.Errorf("schema at version %d, want 2", v)
 			}
-			r.uninstall()
+			uninstall(r)
 			pvc := "PersistentVolumeClaim/data-" + r.Fullname() + "-postgresql-0"
 			// the store goes with the claim it is owned by, which the StatefulSet keeps: the records live as long as the data
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{pvc: true, "Secret/" + r.Fullname() + "-postgresql": true,
@@ -316,9 +316,9 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 			share(t, weightOne, 100*time.Second)
 			res := scenario(t, jobModeRollbackScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "jrb-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
-			base := framework.Merge(baseValues(), map[string]any{
+			ns := env.NewNamespace(t, "jrb-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
+			base := framework.Merge(framework.BaseValues(), map[string]any{
 				"migration":  map[string]any{"mode": "job", "backoffLimit": 1},
 				"postgresql": map[string]any{"auth": map[string]any{"password": "rollback-test-password"}},
 				"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
@@ -328,38 +328,38 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 			_, d := r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			oldJob := r.Fullname() + "-migrate-" + oldID
-			if _, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := env.Client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("the upgrade kept the old identity's Job %s (err %v): the rollback would not re-create it", oldJob, err)
 			}
 
 			start := time.Now()
-			env.run.Must(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
+			env.Run.Must(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 			res.Upgrades = 2
 			r.RolledOut(2 * time.Minute)
 			if got := r.AppIdentity(ctx); got != oldID {
 				t.Fatalf("after the rollback the Deployment has identity %s, want the first revision's %s", got, oldID)
 			}
-			r.assertSkipped(ctx, oldJob, 2, 2)
+			assertSkipped(ctx, r, oldJob, 2, 2)
 			r.AssertWitness(ctx, oldID)
 
 			// Negative control: without the record, the same re-created Job runs the v1 migration, which the
 			// demo refuses on the v2 schema.
-			env.run.Must(t, env.kubectl, "patch", "configmap", r.StoreName(), "-n", ns, "--type", "json",
+			env.Run.Must(t, env.Kubectl, "patch", "configmap", r.StoreName(), "-n", ns, "--type", "json",
 				"-p", fmt.Sprintf(`[{"op":"remove","path":"/data/%s"}]`, oldID))
-			if err := env.client.BatchV1().Jobs(ns).Delete(ctx, oldJob, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+			if err := env.Client.BatchV1().Jobs(ns).Delete(ctx, oldJob, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 				t.Fatal(err)
 			}
-			WaitUntil(t, "Job "+oldJob+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
-				_, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
+			framework.WaitUntil(t, "Job "+oldJob+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+				_, err := env.Client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 				return apierrors.IsNotFound(err), nil
 			})
-			env.run.Must(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--timeout", "2m")
-			WaitUntil(t, "the unrecorded Job "+oldJob+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
-				j, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
+			env.Run.Must(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--timeout", "2m")
+			framework.WaitUntil(t, "the unrecorded Job "+oldJob+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
+				j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 				return err == nil && jobFailed(j), nil
 			})
-			if log := r.jobLog(oldJob); !strings.Contains(log, "is newer than this migration's target") {
+			if log := jobLog(r, oldJob); !strings.Contains(log, "is newer than this migration's target") {
 				t.Errorf("the control's Job failed without the demo's refusal:\n%s", log)
 			}
 		})
@@ -378,11 +378,11 @@ func jobFailed(j *batchv1.Job) bool {
 // Issue: a GitOps revert after the old Job's TTL removed it re-creates that Job; it must not run again.
 func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 	share(t, weightOne, 50*time.Second)
-	res := scenario(t, gitopsRevertTTLScenario, env.kubectl)
+	res := scenario(t, gitopsRevertTTLScenario, env.Kubectl)
 	ctx := context.Background()
-	ns := NewNamespace(t, "revert", restricted)
-	r := NewRelease(t, ns, "app", "")
-	base := framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "revert", restricted)
+	r := env.NewRelease(t, ns, "app", "")
+	base := framework.Merge(framework.BaseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 3},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "revert-test-password"}},
 		"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
@@ -394,8 +394,8 @@ func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 	r.Apply(r.Template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}})))
 	r.RolledOut(4 * time.Minute)
 	oldJob := r.Fullname() + "-migrate-" + oldID
-	WaitUntil(t, "the TTL controller to delete "+oldJob, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
+	framework.WaitUntil(t, "the TTL controller to delete "+oldJob, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.Client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	start := time.Now()
@@ -416,11 +416,11 @@ func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 // retry: a migration that gives up after 1 s still succeeds when PostgreSQL takes 60 s to come up.
 func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing.T) {
 	share(t, weightOne, 75*time.Second)
-	res := scenario(t, slowDatabaseScenario, env.helm4)
+	res := scenario(t, slowDatabaseScenario, env.Helm4)
 	ctx := context.Background()
-	ns := NewNamespace(t, "slowdb", restricted)
-	r := NewRelease(t, ns, "app", env.helm4)
-	_, d := r.MustDeploy(framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "slowdb", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm4)
+	_, d := r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{
 		"postgresql": map[string]any{"env": []any{framework.EnvVar("POSTGRES_START_DELAY", "60s")}},
 		"migration": map[string]any{"backoffLimit": 0,
 			"env": []any{framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "1s")}},
@@ -430,14 +430,14 @@ func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing
 	name := r.Fullname() + "-migrate-" + id
 	// the gate lets the pods go on the record, written just before the Job's pod exits: the Job's own
 	// status may follow a moment later
-	WaitUntil(t, "Job "+name+" to finish", time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	framework.WaitUntil(t, "Job "+name+" to finish", time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
 	})
-	if j := r.job(ctx, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
+	if j := releaseJob(ctx, r, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
 		t.Errorf("Job %s: %d succeeded, %d failed pods, want 1 and 0", name, j.Status.Succeeded, j.Status.Failed)
 	}
-	if log := r.jobLog(name); !strings.Contains(log, "waiting for PostgreSQL at") {
+	if log := jobLog(r, name); !strings.Contains(log, "waiting for PostgreSQL at") {
 		t.Errorf("the migration's log does not show the wait for PostgreSQL:\n%s", log)
 	}
 	if d < 55*time.Second {

@@ -32,7 +32,7 @@ var (
 
 // externalValues are the chart's values on the external database of ledgerDBManifest.
 func externalValues(tag string, extra map[string]any) map[string]any {
-	return framework.Merge(framework.Merge(baseValues(), map[string]any{
+	return framework.Merge(framework.Merge(framework.BaseValues(), map[string]any{
 		"image":      map[string]any{"tag": tag},
 		"postgresql": map[string]any{"enabled": false},
 		"database":   map[string]any{"existingSecret": "ledger-db", "existingSecretKey": "url"},
@@ -44,14 +44,14 @@ var failingMigration = map[string]any{"migration": map[string]any{"args": []any{
 
 // failedInstall runs a first `helm upgrade --install --wait --wait-for-jobs` whose migration fails, and returns
 // Helm's output, the migration Job's name and how long after its failure (the API server's time) the CLI exited.
-func (r *Release) failedInstall(values map[string]any, timeout time.Duration) (string, string, time.Duration) {
+func failedInstall(r *framework.Release, values map[string]any, timeout time.Duration) (string, string, time.Duration) {
 	r.T.Helper()
 	out, _, err := r.Deploy(values, "--wait-for-jobs", "--timeout", timeout.String())
 	ended := time.Now()
 	if err == nil {
 		r.T.Fatalf("the first install succeeded with a failing migration:\n%s", out)
 	}
-	jobs, err := env.client.BatchV1().Jobs(r.Namespace).List(context.Background(), metav1.ListOptions{
+	jobs, err := env.Client.BatchV1().Jobs(r.Namespace).List(context.Background(), metav1.ListOptions{
 		LabelSelector: "app.kubernetes.io/instance=" + r.Name + ",app.kubernetes.io/component=migration"})
 	if err != nil || len(jobs.Items) != 1 {
 		r.T.Fatalf("the failed install left %v migration Jobs (err %v), want 1:\n%s", jobNames(jobs), err, out)
@@ -85,9 +85,9 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 			res := scenario(t, externalDatabaseFirstInstallFailsFastScenarios[h.name], h.bin)
 			ctx := context.Background()
 			l := newLedger(t, h.bin) // its namespace, and a PostgreSQL with the Secret ledger-db
-			r := NewRelease(t, l.ns, "app", h.bin)
+			r := env.NewRelease(t, l.ns, "app", h.bin)
 			r.PsqlArgs = []string{"ledger-db", "psql", "-U", "ledger", "-d", "ledger"}
-			out, job, lag := r.failedInstall(externalValues("v1", failingMigration), 3*time.Minute)
+			out, job, lag := failedInstall(r, externalValues("v1", failingMigration), 3*time.Minute)
 			if job != r.Fullname()+"-migrate" {
 				t.Errorf("the install's migration Job is %s, want the hook %s-migrate", job, r.Fullname())
 			}
@@ -101,25 +101,25 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 					t.Errorf("the failed install's output does not name %q (the hook, its Job, the migration's log):\n%s", want, out)
 				}
 			}
-			j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, job, metav1.GetOptions{})
+			j, err := env.Client.BatchV1().Jobs(r.Namespace).Get(ctx, job, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := j.Annotations["helm.sh/hook"]; got != "pre-install,pre-upgrade" {
 				t.Errorf("the install's Job has helm.sh/hook %q, want pre-install,pre-upgrade", got)
 			}
-			if _, err := env.client.AppsV1().Deployments(r.Namespace).Get(ctx, r.Fullname(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := env.Client.AppsV1().Deployments(r.Namespace).Get(ctx, r.Fullname(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("the failed pre-install hook left an app Deployment (err %v): nothing of the app may exist before its migration", err)
 			}
-			if log := r.jobLog(job); !strings.Contains(log, `unknown command "bogus"`) {
+			if log := jobLog(r, job); !strings.Contains(log, `unknown command "bogus"`) {
 				t.Errorf("kubectl logs job/%s -c migrate does not show why it failed:\n%s", job, log)
 			}
 
 			// helm uninstall of the failed release keeps the failed hook Job, and its log: nothing of the
 			// release owned it. A fresh install replaces it (before-hook-creation), and its pre-install hook
 			// must not make the release's ConfigMap that Helm creates after the hooks.
-			r.uninstall()
-			if log := r.jobLog(job); !strings.Contains(log, `unknown command "bogus"`) {
+			uninstall(r)
+			if log := jobLog(r, job); !strings.Contains(log, `unknown command "bogus"`) {
 				t.Errorf("after helm uninstall the failed Job's log is gone:\n%s", log)
 			}
 			start := time.Now()
@@ -136,7 +136,7 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 			res.Upgrades = 2
 			r.AssertWitness(ctx, r.AppIdentity(ctx))
-			j, err = env.client.BatchV1().Jobs(r.Namespace).Get(ctx, job, metav1.GetOptions{})
+			j, err = env.Client.BatchV1().Jobs(r.Namespace).Get(ctx, job, metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 			if n := r.PsqlInt("select count(*) from demo_migrate_runs"); n != 2 {
 				t.Errorf("%d successful migration runs, want 2 (v1 and v2, each once)", n)
 			}
-			r.uninstall()
+			uninstall(r)
 			keep := map[string]bool{"ConfigMap/" + r.StoreName(): true, "Pod/ledger-db": true, "Secret/ledger-db": true}
 			assertNothingLeftAfterUninstall(t, r.Namespace, keep)
 			t.Logf("the failed first install ended %s after its Job failed; installed, upgraded and uninstalled after", lag.Round(time.Second))
@@ -158,12 +158,12 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 // Helm's waiter never sees the Job's failure and ends at its --timeout.
 func TestAFirstInstallWithAPlainJobEndsOnlyAtHelmsTimeout(t *testing.T) {
 	share(t, weightOne, 100*time.Second)
-	res := scenario(t, externalDatabaseFirstInstallPlainJobControlScenario, env.helm3)
-	l := newLedger(t, env.helm3)
-	r := NewRelease(t, l.ns, "app", env.helm3)
+	res := scenario(t, externalDatabaseFirstInstallPlainJobControlScenario, env.Helm3)
+	l := newLedger(t, env.Helm3)
+	r := env.NewRelease(t, l.ns, "app", env.Helm3)
 	values := externalValues("v1", framework.Merge(failingMigration, map[string]any{"migration": map[string]any{"preInstallHook": false}}))
 	const timeout = 75 * time.Second
-	out, job, lag := r.failedInstall(values, timeout)
+	out, job, lag := failedInstall(r, values, timeout)
 	if job == r.Fullname()+"-migrate" {
 		t.Errorf("control: the install's migration Job is the hook %s, want the plain Job of its identity", job)
 	}

@@ -29,7 +29,7 @@ var (
 // folder and version. It fails, never skips, when the commit is not in this clone.
 func previousChart(t *testing.T) (string, string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(env.repoRoot, "hack", "previous-release"))
+	f, err := os.Open(filepath.Join(env.RepoRoot, "hack", "previous-release"))
 	if err != nil {
 		t.Fatalf("reading hack/previous-release: %v", err)
 	}
@@ -47,15 +47,15 @@ func previousChart(t *testing.T) (string, string) {
 	}
 	dir := t.TempDir()
 	// PREMIGRATE_HISTORY: a repository with the history when this tree has none (the mutants' copy, hack/images.sh)
-	history := env.repoRoot
+	history := env.RepoRoot
 	if h := os.Getenv("PREMIGRATE_HISTORY"); h != "" {
 		history = h
 	}
 	tarball := filepath.Join(dir, "previous.tar")
-	if _, err := env.run.Run(t, "git", "-C", history, "archive", "-o", tarball, commit, "charts/premigrate"); err != nil {
+	if _, err := env.Run.Run(t, "git", "-C", history, "archive", "-o", tarball, commit, "charts/premigrate"); err != nil {
 		t.Fatalf("the previous release's commit %s is not in this clone (%v): the upgrade from it cannot run", commit, err)
 	}
-	if _, err := env.run.Run(t, "tar", "-x", "-f", tarball, "-C", dir); err != nil {
+	if _, err := env.Run.Run(t, "tar", "-x", "-f", tarball, "-C", dir); err != nil {
 		t.Fatalf("extracting the previous chart: %v", err)
 	}
 	return filepath.Join(dir, "charts", "premigrate"), version
@@ -70,11 +70,11 @@ func previousChart(t *testing.T) (string, string) {
 // migration that is recorded: the rollback's pods start on the install's record. schema is the database's
 // version, one the previous chart's app (version 1) serves on: the demo's apps refuse a schema more than one
 // version ahead (unready), as old code on a newer schema should.
-func rollBackToThePreviousChart(t *testing.T, r *Release, cli, version string, schema int) {
+func rollBackToThePreviousChart(t *testing.T, r *framework.Release, cli, version string, schema int) {
 	t.Helper()
 	ctx := context.Background()
 	runs := r.PsqlInt("select count(*) from demo_migrate_runs")
-	out, err := env.run.Run(t, r.Helm, "rollback", r.Name, "1", "-n", r.Namespace, "--wait", "--timeout", "4m")
+	out, err := env.Run.Run(t, r.Helm, "rollback", r.Name, "1", "-n", r.Namespace, "--wait", "--timeout", "4m")
 	if err != nil {
 		t.Fatalf("rolling back to the previous chart %s (revision 1): %v\n%s", version, err, out)
 	}
@@ -86,7 +86,7 @@ func rollBackToThePreviousChart(t *testing.T, r *Release, cli, version string, s
 	var status struct {
 		Version int `json:"version"`
 	}
-	if err := json.Unmarshal([]byte(env.run.Must(t, r.Helm, "status", r.Name, "-n", r.Namespace, "-o", "json")), &status); err != nil || status.Version == 0 {
+	if err := json.Unmarshal([]byte(env.Run.Must(t, r.Helm, "status", r.Name, "-n", r.Namespace, "-o", "json")), &status); err != nil || status.Version == 0 {
 		t.Fatalf("reading the release's revision after the rollback: %v", err)
 	}
 	onFailure := "--rollback-on-failure"
@@ -94,7 +94,7 @@ func rollBackToThePreviousChart(t *testing.T, r *Release, cli, version string, s
 		onFailure = "--atomic"
 	}
 	next := strconv.Itoa(schema + 1)
-	failing := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v" + next},
+	failing := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v" + next},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", next)}}})
 	out, _, err = r.Deploy(failing, onFailure)
 	if err == nil {
@@ -106,21 +106,21 @@ func rollBackToThePreviousChart(t *testing.T, r *Release, cli, version string, s
 		// generated (docs/troubleshooting.md, "Helm 3: helm rollback ... fails with field is immutable on a
 		// Job"): its way out is proven here instead. Helm 4 applies server-side and is not affected.
 		t.Logf("Helm 3 failed the rollback on the install's Job %s, as documented; taking the documented way out", installJob)
-		if err := env.client.BatchV1().Jobs(r.Namespace).Delete(ctx, installJob, metav1.DeleteOptions{
+		if err := env.Client.BatchV1().Jobs(r.Namespace).Delete(ctx, installJob, metav1.DeleteOptions{
 			PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 			t.Fatalf("deleting the install's Job %s: %v", installJob, err)
 		}
-		WaitUntil(t, "the install's Job to be gone", time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, installJob, metav1.GetOptions{})
+		framework.WaitUntil(t, "the install's Job to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := env.Client.BatchV1().Jobs(r.Namespace).Get(ctx, installJob, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		})
-		if out, err := env.run.Run(t, r.Helm, "rollback", r.Name, strconv.Itoa(status.Version), "-n", r.Namespace, "--wait", "--timeout", "4m"); err != nil {
+		if out, err := env.Run.Run(t, r.Helm, "rollback", r.Name, strconv.Itoa(status.Version), "-n", r.Namespace, "--wait", "--timeout", "4m"); err != nil {
 			t.Fatalf("the documented way out failed: rollback to revision %d: %v\n%s", status.Version, err, out)
 		}
 	} else if strings.Contains(out, "conflict") || strings.Contains(out, "rollback failed") || strings.Contains(out, "an error occurred while rolling back") {
 		t.Errorf("the rollback on failure to the previous chart did not apply cleanly:\n%s", out)
 	}
-	history := env.run.Must(t, r.Helm, "history", r.Name, "-n", r.Namespace, "--max", "1")
+	history := env.Run.Must(t, r.Helm, "history", r.Name, "-n", r.Namespace, "--max", "1")
 	if !strings.Contains(history, "deployed") || !strings.Contains(history, "premigrate-"+version) {
 		t.Errorf("after the rollback on failure the release is not deployed on chart %s:\n%s", version, history)
 	}
@@ -144,30 +144,30 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 			res := scenario(t, upgradeFromPreviousScenarios[h.name], h.bin)
 			ctx := context.Background()
 			chart, version := previousChart(t)
-			ns := NewNamespace(t, "prev-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
-			out, err := env.run.Run(t, h.bin, "upgrade", "--install", r.Name, chart, "-n", ns, "--wait", "--timeout", "4m",
-				"--values", r.ValuesFile(baseValues()))
+			ns := env.NewNamespace(t, "prev-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
+			out, err := env.Run.Run(t, h.bin, "upgrade", "--install", r.Name, chart, "-n", ns, "--wait", "--timeout", "4m",
+				"--values", r.ValuesFile(framework.BaseValues()))
 			if err != nil {
 				t.Fatalf("installing the previous chart %s: %v", version, err)
 			}
-			if !strings.Contains(env.run.Must(t, h.bin, "list", "-n", ns), "premigrate-"+version) {
+			if !strings.Contains(env.Run.Must(t, h.bin, "list", "-n", ns), "premigrate-"+version) {
 				t.Fatalf("the installed release is not chart version %s:\n%s", version, out)
 			}
 			for i, tag := range []string{"v2", "v3"} {
-				values := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": tag}})
+				values := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": tag}})
 				if i == 1 {
 					// explicit nulls (what --reuse-values from a chart without these keys gives too): the
 					// library's defaults, not `--keep "<nil>"`
 					values["migration"] = map[string]any{"keepRecords": nil, "backoffLimit": nil, "activeDeadlineSeconds": nil}
 				}
 				// previewed first: --dry-run=server must show what the upgrade then applies (issue 23 item 10)
-				d := r.upgradeAsPreviewed(values)
+				d := upgradeAsPreviewed(r, values)
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
 				res.Upgrades++
 				id := r.AppIdentity(ctx)
 				r.AssertWitness(ctx, id)
-				cm, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
+				cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
 				if err != nil {
 					t.Fatalf("upgrade %d: %v", i+1, err)
 				}
@@ -184,7 +184,7 @@ func TestAReleaseOfThePreviousChartUpgradesToThisOne(t *testing.T) {
 			if v := r.PsqlInt("select max(version) from schema_migrations"); v != 3 {
 				t.Errorf("schema at version %d, want 3", v)
 			}
-			r.uninstall()
+			uninstall(r)
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{
 				"PersistentVolumeClaim/data-" + r.Fullname() + "-postgresql-0": true,
 				"Secret/" + r.Fullname() + "-postgresql":                       true,

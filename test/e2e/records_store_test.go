@@ -40,11 +40,11 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 			share(t, weightOne, 110*time.Second)
 			res := scenario(t, forceUpgradeScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "force-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
+			ns := env.NewNamespace(t, "force-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
 			// the Jobs go at once: only the records can release the pods of a rollback
 			values := func(tag string) map[string]any {
-				return framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": tag},
+				return framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": tag},
 					"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
 			}
 			var ids []string
@@ -53,13 +53,13 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
 				ids = append(ids, r.AppIdentity(ctx))
 			}
-			env.run.Must(t, env.kubectl, "patch", "configmap", r.AnchorName(), "-n", ns, "--type", "merge",
+			env.Run.Must(t, env.Kubectl, "patch", "configmap", r.AnchorName(), "-n", ns, "--type", "merge",
 				"-p", `{"data":{"marker":"kept only if Helm does not replace this object"}}`)
 			_, d := r.MustDeploy(values("v3"), forceFlag(h.bin)...)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			ids = append(ids, r.AppIdentity(ctx))
 			r.AssertWitness(ctx, ids[2])
-			anchor, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
+			anchor, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, r.AnchorName(), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +76,7 @@ func TestAForcedUpgradeKeepsEveryRecord(t *testing.T) {
 
 			// a forced rollback to revision 2: no hook runs; its pods start on their record, nothing migrates
 			start := time.Now()
-			env.run.Must(t, h.bin, append([]string{"rollback", r.Name, "2", "-n", ns, "--wait", "--timeout", "4m"}, forceFlag(h.bin)...)...)
+			env.Run.Must(t, h.bin, append([]string{"rollback", r.Name, "2", "-n", ns, "--wait", "--timeout", "4m"}, forceFlag(h.bin)...)...)
 			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 			res.Upgrades = 3
 			r.RolledOut(2 * time.Minute)
@@ -119,16 +119,16 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 			share(t, weightOne, 140*time.Second)
 			res := scenario(t, reinstallKeptDatabaseScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "kept-"+h.name, restricted)
-			r := NewRelease(t, ns, "app", h.bin)
-			r.MustDeploy(baseValues())
-			values := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+			ns := env.NewNamespace(t, "kept-"+h.name, restricted)
+			r := env.NewRelease(t, ns, "app", h.bin)
+			r.MustDeploy(framework.BaseValues())
+			values := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 			_, d := r.MustDeploy(values)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			id := r.AppIdentity(ctx)
 			runs := r.PsqlInt("select count(*) from demo_migrate_runs")
 			claim := "data-" + r.Fullname() + "-postgresql-0"
-			store, err := env.client.CoreV1().ConfigMaps(ns).Get(ctx, r.StoreName(), metav1.GetOptions{})
+			store, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, r.StoreName(), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 				t.Errorf("the store's owners are %+v, want the database's claim %s", store.OwnerReferences, claim)
 			}
 
-			r.uninstall()
+			uninstall(r)
 			assertNothingLeftAfterUninstall(t, ns, map[string]bool{"PersistentVolumeClaim/" + claim: true,
 				"Secret/" + r.Fullname() + "-postgresql": true, "ConfigMap/" + r.StoreName(): true})
 
@@ -150,9 +150,9 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 			if job == nil {
 				t.Fatalf("the reinstall has no migration Job of identity %s", id)
 			}
-			r.assertSkipped(ctx, job.Name, runs, 2)
+			assertSkipped(ctx, r, job.Name, runs, 2)
 			r.AssertWitness(ctx, id)
-			if log := r.jobLog(job.Name); !strings.Contains(log, "persistentvolumeclaim/"+claim) {
+			if log := jobLog(r, job.Name); !strings.Contains(log, "persistentvolumeclaim/"+claim) {
 				t.Errorf("the reinstall's migration does not name the database it found the record on:\n%s", log)
 			}
 
@@ -160,8 +160,8 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 			// recorded on this database (the first install), so nothing runs, the schema stays as the newer
 			// version left it, and its pods start on the newer schema (which the demo, like any app deployed
 			// expand/contract, serves); the witness sees no pod on a schema older than its own
-			r.uninstall()
-			older := baseValues()
+			uninstall(r)
+			older := framework.BaseValues()
 			_, d = r.MustDeploy(older)
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 2
@@ -173,7 +173,7 @@ func TestAReinstallWithTheDatabaseKeptRunsNothingAgain(t *testing.T) {
 			if job == nil {
 				t.Fatalf("the older version's reinstall has no migration Job of identity %s", olderID)
 			}
-			r.assertSkipped(ctx, job.Name, runs, 2)
+			assertSkipped(ctx, r, job.Name, runs, 2)
 			r.AssertWitness(ctx, olderID)
 		})
 	}

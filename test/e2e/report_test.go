@@ -56,7 +56,7 @@ var report struct {
 
 func init() { report.started = time.Now() }
 
-func reportPath() string { return filepath.Join(env.results, "e2e-report.json") }
+func reportPath() string { return filepath.Join(env.Results, "e2e-report.json") }
 
 // removeReport removes an earlier run's report: run calls it first, so a run that stops early never leaves
 // the earlier run's report behind as its own.
@@ -81,7 +81,7 @@ func stoppedReport(why string) error {
 	report.Lock()
 	defer report.Unlock()
 	report.final, report.stopped = true, why
-	if err := os.MkdirAll(env.results, 0o755); err != nil {
+	if err := os.MkdirAll(env.Results, 0o755); err != nil {
 		return fmt.Errorf("creating the results folder: %w", err)
 	}
 	_, err := saveReport()

@@ -31,7 +31,7 @@ var (
 // restoreValues are the chart's values on the external database of ledgerDBManifest, the app pods gated by
 // `demo migrate check`, and the migration's check when check is set.
 func restoreValues(tag string, check bool) map[string]any {
-	v := framework.Merge(baseValues(), map[string]any{
+	v := framework.Merge(framework.BaseValues(), map[string]any{
 		"image":      map[string]any{"tag": tag},
 		"postgresql": map[string]any{"enabled": false},
 		"database":   map[string]any{"existingSecret": "ledger-db", "existingSecretKey": "url"},
@@ -46,14 +46,14 @@ func restoreValues(tag string, check bool) map[string]any {
 // restoredRelease installs v2 on an external database, dumps it, upgrades to v3, restores the dump (the schema
 // is back at 2 under the same URL) and restarts the app pods, which must wait: it returns the release, v3's
 // identity and the database's time of the restore.
-func restoredRelease(t *testing.T, check bool) (*Release, string, string) {
+func restoredRelease(t *testing.T, check bool) (*framework.Release, string, string) {
 	t.Helper()
 	ctx := context.Background()
-	l := newLedger(t, env.helm4) // its namespace, and a PostgreSQL with the Secret ledger-db
-	r := NewRelease(t, l.ns, "app", env.helm4)
+	l := newLedger(t, env.Helm4) // its namespace, and a PostgreSQL with the Secret ledger-db
+	r := env.NewRelease(t, l.ns, "app", env.Helm4)
 	r.PsqlArgs = []string{"ledger-db", "psql", "-U", "ledger", "-d", "ledger"}
 	r.MustDeploy(restoreValues("v2", check))
-	if _, err := PodExec(r.Namespace, "ledger-db", "pg_dump", "-U", "ledger", "-d", "ledger", "--clean", "--if-exists", "-f", "/tmp/before-v3.sql"); err != nil {
+	if _, err := env.PodExec(r.Namespace, "ledger-db", "pg_dump", "-U", "ledger", "-d", "ledger", "--clean", "--if-exists", "-f", "/tmp/before-v3.sql"); err != nil {
 		t.Fatalf("pg_dump: %v", err)
 	}
 	r.MustDeploy(restoreValues("v3", check))
@@ -61,7 +61,7 @@ func restoredRelease(t *testing.T, check bool) (*Release, string, string) {
 	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 3 {
 		t.Fatalf("schema at version %d after the upgrade to v3, want 3", v)
 	}
-	if out, err := PodExec(r.Namespace, "ledger-db", "psql", "-U", "ledger", "-d", "ledger", "-v", "ON_ERROR_STOP=1", "-q", "-f", "/tmp/before-v3.sql"); err != nil {
+	if out, err := env.PodExec(r.Namespace, "ledger-db", "psql", "-U", "ledger", "-d", "ledger", "-v", "ON_ERROR_STOP=1", "-q", "-f", "/tmp/before-v3.sql"); err != nil {
 		t.Fatalf("restoring the dump: %v\n%s", err, out)
 	}
 	restoredAt := r.Psql("select now()")
@@ -69,9 +69,9 @@ func restoredRelease(t *testing.T, check bool) (*Release, string, string) {
 		t.Fatalf("schema at version %d after the restore, want 2", v)
 	}
 	start := time.Now()
-	env.run.Must(t, env.kubectl, "rollout", "restart", "-n", r.Namespace, "deployment/"+r.Fullname())
+	env.Run.Must(t, env.Kubectl, "rollout", "restart", "-n", r.Namespace, "deployment/"+r.Fullname())
 	// the pod's status names the reason: the failed check's last log line, as its termination message
-	WaitUntil(t, "a restarted pod's status to name the schema its gate found", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(t, "a restarted pod's status to name the schema its gate found", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, p := range r.AppPods(ctx, id) {
 			if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 				continue
@@ -92,7 +92,7 @@ func restoredRelease(t *testing.T, check bool) (*Release, string, string) {
 
 func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
-	res := scenario(t, databaseRestoredFromDumpScenario, env.helm4)
+	res := scenario(t, databaseRestoredFromDumpScenario, env.Helm4)
 	ctx := context.Background()
 	r, id, restoredAt := restoredRelease(t, true)
 	start := time.Now()
@@ -105,13 +105,13 @@ func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t
 	if n := r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + id + "'"); n != 1 {
 		t.Errorf("%d runs of identity %s in the restored database, want 1 (the dump had none)", n, id)
 	}
-	log := r.jobLog(r.Fullname() + "-migrate")
+	log := jobLog(r, r.Fullname()+"-migrate")
 	if !strings.Contains(log, "but the database does not have it") {
 		t.Errorf("the upgrade's migration does not say why it ran a recorded identity again:\n%s", log)
 	}
 	// the pods from before the restart have no witness rows any more (the restore took them back): wait until
 	// they are gone, and judge the pods the upgrade released
-	WaitUntil(t, "the pods from before the restore to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(t, "the pods from before the restore to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pods := r.AppPods(ctx, id)
 		for _, p := range pods {
 			if p.DeletionTimestamp != nil {
@@ -123,7 +123,7 @@ func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t
 	r.AssertWitness(ctx, id)
 	pods := r.AppPods(ctx, id)
 	for _, p := range pods {
-		if _, started := AppStart(p); !started {
+		if _, started := framework.AppStart(p); !started {
 			t.Errorf("pod %s has not started after the migration ran again", p.Name)
 		}
 	}
@@ -139,12 +139,12 @@ func TestADatabaseRestoredFromADumpGetsItsMigrationAgainBeforeAnyPodStartsOnIt(t
 // and the schema stays at 2. The check is what repairs the database.
 func TestWithoutTheCheckARestoredDatabaseIsNeverMigratedAgain(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
-	scenario(t, databaseRestoredFromDumpControlScenario, env.helm4)
+	scenario(t, databaseRestoredFromDumpControlScenario, env.Helm4)
 	r, _, _ := restoredRelease(t, false)
 	if out, _, err := r.Deploy(restoreValues("v3", false), "--timeout", "75s"); err == nil {
 		t.Fatalf("without the check the upgrade succeeded on the restored database:\n%s", out)
 	}
-	if log := r.jobLog(r.Fullname() + "-migrate"); !strings.Contains(log, "already recorded") {
+	if log := jobLog(r, r.Fullname()+"-migrate"); !strings.Contains(log, "already recorded") {
 		t.Errorf("the upgrade's migration did not skip the recorded identity; its log:\n%s", log)
 	}
 	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {

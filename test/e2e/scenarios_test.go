@@ -39,7 +39,7 @@ func scenario(t *testing.T, s framework.Scenario, helmBin string) *scenarioResul
 	res.Helm = toolName(helmBin)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the commands this scenario ran, with their output: %s", env.run.LogPath(t.Name()))
+			t.Logf("the commands this scenario ran, with their output: %s", env.Run.LogPath(t.Name()))
 		}
 		res.Result = resultOf(t.Failed(), t.Skipped())
 		res.WallSec = time.Since(start).Seconds()
@@ -53,57 +53,19 @@ func toolName(bin string) string {
 	switch bin {
 	case "":
 		return ""
-	case env.helm3:
+	case env.Helm3:
 		return "helm3"
 	}
 	return filepath.Base(bin)
 }
 
-// Template renders the chart with the Helm 3 CLI, for kubectl apply.
-func (r *Release) Template(values map[string]any) []byte {
-	r.T.Helper()
-	out, err := env.run.Run(r.T, env.helm3, "template", r.Name, env.chart, "-n", r.Namespace, "--values", r.ValuesFile(values))
-	if err != nil {
-		r.T.Fatal(err)
-	}
-	return []byte(out)
-}
-
-// Apply pipes a rendering into kubectl Apply and returns kubectl's output.
-func (r *Release) Apply(manifest []byte) string {
-	r.T.Helper()
-	out, err := env.run.Input(r.T, manifest, env.kubectl, "apply", "-n", r.Namespace, "-f", "-")
-	if err != nil {
-		r.T.Fatalf("kubectl apply: %v", err)
-	}
-	if strings.Contains(out, "field is immutable") {
-		r.T.Fatalf("kubectl apply hit an immutable field:\n%s", out)
-	}
-	return out
-}
-
-// RolledOut waits for the app Deployment's rollout.
-func (r *Release) RolledOut(timeout time.Duration) {
-	r.T.Helper()
-	env.run.Must(r.T, env.kubectl, "rollout", "status", "-n", r.Namespace, "deployment/"+r.Fullname(), "--timeout", timeout.String())
-}
-
-func (r *Release) Jobs(ctx context.Context) []batchv1.Job {
-	r.T.Helper()
-	jobs, err := env.client.BatchV1().Jobs(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + r.Name + ",app.kubernetes.io/component=migration"})
-	if err != nil {
-		r.T.Fatalf("listing Jobs: %v", err)
-	}
-	return jobs.Items
-}
-
 func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *testing.T) {
 	share(t, weightOne, 210*time.Second)
-	res := scenario(t, jobModeKubectlApplyScenario, env.kubectl)
+	res := scenario(t, jobModeKubectlApplyScenario, env.Kubectl)
 	ctx := context.Background()
-	ns := NewNamespace(t, "apply", restricted)
-	r := NewRelease(t, ns, "app", "")
-	base := framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "apply", restricted)
+	r := env.NewRelease(t, ns, "app", "")
+	base := framework.Merge(framework.BaseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "apply-test-password"}},
 	})
@@ -128,8 +90,8 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 		// the gate lets pods go on the record, written just before the Job's pod exits: the Job's own
 		// status may follow a moment later
 		name := r.Fullname() + "-migrate-" + id
-		WaitUntil(t, "Job "+name+" to succeed", time.Minute, func(ctx context.Context) (bool, error) {
-			job, err := env.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		framework.WaitUntil(t, "Job "+name+" to succeed", time.Minute, func(ctx context.Context) (bool, error) {
+			job, err := env.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, fmt.Errorf("apply %d: the Job named by identity %s: %w", i+1, id, err)
 			}
@@ -172,15 +134,15 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 
 func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWorks(t *testing.T) {
 	share(t, weightAll(), 45*time.Second)
-	res := scenario(t, failedMigrationScenario, env.helm3)
+	res := scenario(t, failedMigrationScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "fail", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
-	r.MustDeploy(baseValues())
+	ns := env.NewNamespace(t, "fail", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
+	r.MustDeploy(framework.BaseValues())
 	oldID := r.AppIdentity(ctx)
-	load := StartLoad(t, ns, r.Fullname())
+	load := env.StartLoad(t, ns, r.Fullname())
 
-	broken := framework.Merge(baseValues(), map[string]any{
+	broken := framework.Merge(framework.BaseValues(), map[string]any{
 		"image":     map[string]any{"tag": "v2"},
 		"migration": map[string]any{"backoffLimit": 0, "env": []any{framework.EnvVar("DEMO_FAIL_MIGRATION", "2")}},
 	})
@@ -212,7 +174,7 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 	}
 	r.AssertHeld(ctx, brokenID, 20*time.Second)
 
-	fixed := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+	fixed := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 	_, d = r.MustDeploy(fixed)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 3
@@ -220,34 +182,21 @@ func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWork
 		t.Errorf("schema at version %d after the fixed upgrade, want 2", v)
 	}
 	rep := load.Stop()
-	rep.record(res)
+	recordLoad(res, rep)
 	rep.Check(t, "while the migration failed")
-}
-
-// JobIdentity is the identity label of the hook-mode migration Job.
-func (r *Release) JobIdentity(ctx context.Context) string {
-	r.T.Helper()
-	j, err := env.client.BatchV1().Jobs(r.Namespace).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return ""
-		}
-		r.T.Fatalf("getting the migration Job: %v", err)
-	}
-	return j.Labels["premigrate.io/identity"]
 }
 
 func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testing.T) {
 	share(t, weightOne, 45*time.Second)
-	res := scenario(t, destructiveMigrationScenario, env.helm4)
-	ns := NewNamespace(t, "destr", restricted)
-	r := NewRelease(t, ns, "app", env.helm4)
-	r.MustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v5"}}))
+	res := scenario(t, destructiveMigrationScenario, env.Helm4)
+	ns := env.NewNamespace(t, "destr", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm4)
+	r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v5"}}))
 	column := "select count(*) from information_schema.columns where table_name='records' and column_name='source'"
 	if r.PsqlInt(column) != 1 {
 		t.Fatalf("records.source is missing at v5")
 	}
-	out, d, err := r.Deploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"}}))
+	out, d, err := r.Deploy(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v6"}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	if err == nil {
 		t.Fatalf("the destructive upgrade succeeded without SCHEMA_ACCEPT_DATA_LOSS:\n%s", out)
@@ -260,11 +209,11 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 	}
 	// the refusal (exit 3) fails the Job at once through its podFailurePolicy: one pod, no retry
 	ctx := context.Background()
-	if j := r.job(ctx, r.Fullname()+"-migrate"); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
+	if j := releaseJob(ctx, r, r.Fullname()+"-migrate"); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
 		t.Errorf("the refused migration's Job has %d failed pods and conditions %+v: want 1 pod and Failed for PodFailurePolicy, not retried",
 			j.Status.Failed, j.Status.Conditions)
 	}
-	_, d = r.MustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v6"},
+	_, d = r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v6"},
 		"migration": map[string]any{"env": []any{framework.EnvVar("SCHEMA_ACCEPT_DATA_LOSS", "true")}}}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 2
@@ -275,12 +224,12 @@ func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testin
 
 func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	share(t, weightOne, 55*time.Second)
-	scenario(t, gateRBACScenario, env.helm3)
+	scenario(t, gateRBACScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "rbac", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
-	r.MustDeploy(baseValues())
-	r.MustDeploy(framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+	ns := env.NewNamespace(t, "rbac", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
+	r.MustDeploy(framework.BaseValues())
+	r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
 	job := "jobs.batch/" + r.Fullname() + "-migrate"
 	records := "configmaps/" + r.AnchorName()
 	store := "configmaps/" + r.StoreName()
@@ -295,7 +244,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 			if c.subresource != "" {
 				args = append(args, "--subresource", c.subresource)
 			}
-			out, _ := env.run.Stdout(t, env.kubectl, args...)
+			out, _ := env.Run.Stdout(t, env.Kubectl, args...)
 			if got := strings.TrimSpace(out); got != c.want {
 				t.Errorf("%s may %s %s %s: kubectl auth can-i answered %q, want %q", as, c.verb, c.resource, c.subresource, got, c.want)
 			}
@@ -319,7 +268,7 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	})
 	// the migration's ServiceAccount outlives the hooks only as a hook the records ConfigMap owns (uninstall
 	// takes it); the first upgrade after the install deletes it with the install's release object of its name
-	if sa, err := env.client.CoreV1().ServiceAccounts(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{}); err == nil {
+	if sa, err := env.Client.CoreV1().ServiceAccounts(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{}); err == nil {
 		if o := sa.OwnerReferences; len(o) != 1 || o[0].Name != r.AnchorName() {
 			t.Errorf("the migration's ServiceAccount outlived the hooks owned by %v, want the records ConfigMap %s", o, r.AnchorName())
 		}
@@ -328,8 +277,8 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 	}
 	// its Role, as the job-mode release renders it: the records ConfigMap by name, create (which RBAC cannot
 	// limit to a name), nothing else
-	jr := NewRelease(t, ns, "jobs", env.helm3)
-	jr.MustDeploy(framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"mode": "job"},
+	jr := env.NewRelease(t, ns, "jobs", env.Helm3)
+	jr.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"mode": "job"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "rbac-test-password"}}}))
 	jrecords := "configmaps/" + jr.AnchorName()
 	jstore := "configmaps/" + jr.StoreName()
@@ -360,19 +309,19 @@ func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {
 
 func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	share(t, weightAll(), 80*time.Second)
-	res := scenario(t, rollbackScenario, env.helm3)
+	res := scenario(t, rollbackScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "rollback", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
+	ns := env.NewNamespace(t, "rollback", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
 	// the demo refuses a database newer than itself, like most migration tools: re-running revision 1's
 	// migration on the v2 schema would fail
-	base := framework.Merge(baseValues(), map[string]any{"env": []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")}})
+	base := framework.Merge(framework.BaseValues(), map[string]any{"env": []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")}})
 	r.MustDeploy(base)
 	firstID := r.AppIdentity(ctx)
 	r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
-	load := StartLoad(t, ns, r.Fullname())
+	load := env.StartLoad(t, ns, r.Fullname())
 	start := time.Now()
-	out := env.run.Must(t, env.helm3, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
+	out := env.Run.Must(t, env.Helm3, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	if strings.Contains(out, "immutable") || strings.Contains(out, "already exists") {
 		t.Errorf("rollback reported a conflict:\n%s", out)
@@ -384,7 +333,7 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	// revision 1 (the install with the embedded database) has a plain Job: the rollback creates it again,
 	// and it must skip the recorded migration instead of running v1's against the v2 schema
 	installJob := r.Fullname() + "-migrate-" + firstID
-	r.assertSkipped(ctx, installJob, 2, 2)
+	assertSkipped(ctx, r, installJob, 2, 2)
 	r.AssertWitness(ctx, firstID)
 	// roll forward again: the v1 pods run on schema 2 (their own plus one), the hook finds nothing to apply
 	_, d := r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}, "env": []any{
@@ -393,7 +342,7 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	res.Upgrades = 3
 	r.AssertWitness(ctx, r.AppIdentity(ctx))
 	rep := load.Stop()
-	rep.record(res)
+	recordLoad(res, rep)
 	rep.Check(t, "across the rollback")
 }
 

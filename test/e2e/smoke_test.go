@@ -13,58 +13,44 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-)
 
-func restrictedPod(spec corev1.PodSpec) corev1.PodSpec {
-	spec.SecurityContext = &corev1.PodSecurityContext{
-		RunAsNonRoot:   ptr.To(true),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-	for i := range spec.Containers {
-		spec.Containers[i].ImagePullPolicy = corev1.PullNever
-		spec.Containers[i].SecurityContext = &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		}
-	}
-	return spec
-}
+	"github.com/premigrate/premigrate/test/framework"
+)
 
 func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 	share(t, weightOne, 10*time.Second)
-	ns := NewNamespace(t, "smoke", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+	ns := env.NewNamespace(t, "smoke", map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 	ctx := context.Background()
 	start := time.Now()
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "gate-version"},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](0),
-			Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
+			Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "gate", Image: "premigrate/gate:" + env.appVersion, Args: []string{"version"}}},
+				Containers:    []corev1.Container{{Name: "gate", Image: "premigrate/gate:" + env.AppVersion, Args: []string{"version"}}},
 			})},
 		},
 	}
-	if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the Job: %v", err)
 	}
-	WaitUntil(t, "Job gate-version to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, "gate-version", metav1.GetOptions{})
+	framework.WaitUntil(t, "Job gate-version to complete", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, "gate-version", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		return j.Status.Succeeded == 1, nil
 	})
-	logs := env.run.Must(t, env.kubectl, "logs", "-n", ns, "job/gate-version")
-	if !strings.Contains(logs, env.appVersion) {
-		t.Errorf("gate version printed %q, want it to name %s", logs, env.appVersion)
+	logs := env.Run.Must(t, env.Kubectl, "logs", "-n", ns, "job/gate-version")
+	if !strings.Contains(logs, env.AppVersion) {
+		t.Errorf("gate version printed %q, want it to name %s", logs, env.AppVersion)
 	}
 	t.Logf("Job complete after %s", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
 	labels := map[string]string{"app": "postgres"}
-	spec := restrictedPod(corev1.PodSpec{Containers: []corev1.Container{{
+	spec := framework.RestrictedPod(corev1.PodSpec{Containers: []corev1.Container{{
 		Name:  "postgres",
 		Image: "premigrate/postgres:15",
 		Env: []corev1.EnvVar{
@@ -93,11 +79,11 @@ func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
 		},
 	}
-	if _, err := env.client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating the Deployment: %v", err)
 	}
-	WaitUntil(t, "Deployment postgres to be Ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		d, err := env.client.AppsV1().Deployments(ns).Get(ctx, "postgres", metav1.GetOptions{})
+	framework.WaitUntil(t, "Deployment postgres to be Ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "postgres", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}

@@ -23,11 +23,11 @@ var (
 
 func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testing.T) {
 	share(t, weightOne, 40*time.Second)
-	res := scenario(t, ttlSucceededScenario, env.helm4)
+	res := scenario(t, ttlSucceededScenario, env.Helm4)
 	ctx := context.Background()
-	ns := NewNamespace(t, "ttl", restricted)
-	r := NewRelease(t, ns, "app", env.helm4)
-	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 5}})
+	ns := env.NewNamespace(t, "ttl", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm4)
+	values := framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 5}})
 	_, d := r.MustDeploy(values)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	_, d = r.MustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}))
@@ -38,18 +38,18 @@ func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testin
 			t.Errorf("a helm4 install/upgrade with a 5 s TTL took %.0f s: the hook wait hung on the deleted Job", s)
 		}
 	}
-	WaitUntil(t, "the TTL controller to delete the migration Job", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
+	framework.WaitUntil(t, "the TTL controller to delete the migration Job", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.Client.BatchV1().Jobs(ns).Get(ctx, r.Fullname()+"-migrate", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	id := r.AppIdentity(ctx)
 	for _, p := range r.AppPods(ctx, id) {
-		if err := env.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		if err := env.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("deleting pod %s: %v", p.Name, err)
 		}
 	}
 	start := time.Now()
-	WaitUntil(t, "the replacement pods to be Ready with the Job gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(t, "the replacement pods to be Ready with the Job gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		ready := 0
 		for _, p := range r.AppPods(ctx, id) {
 			if p.DeletionTimestamp == nil && podReady(p) {
@@ -72,11 +72,11 @@ func podReady(p corev1.Pod) bool {
 
 func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 	share(t, weightOne, 65*time.Second)
-	res := scenario(t, ttlFailedScenario, env.kubectl)
+	res := scenario(t, ttlFailedScenario, env.Kubectl)
 	ctx := context.Background()
-	ns := NewNamespace(t, "ttlfail", restricted)
-	r := NewRelease(t, ns, "app", "")
-	base := framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "ttlfail", restricted)
+	r := env.NewRelease(t, ns, "app", "")
+	base := framework.Merge(framework.BaseValues(), map[string]any{
 		"postgresql": map[string]any{"auth": map[string]any{"password": "ttl-test-password"}},
 		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0},
 	})
@@ -94,15 +94,15 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 		t.Fatalf("the broken rendering kept identity %s", oldID)
 	}
 	job := r.Fullname() + "-migrate-" + newID
-	WaitUntil(t, "the failed Job to be deleted by its TTL", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+	framework.WaitUntil(t, "the failed Job to be deleted by its TTL", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.Client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	gone := time.Now()
 	// for the next 30 s no pod of the new identity may start its app container; the old pods keep serving
 	for time.Since(gone) < 30*time.Second {
 		for _, p := range r.AppPods(ctx, newID) {
-			if _, started := AppStart(p); started {
+			if _, started := framework.AppStart(p); started {
 				t.Fatalf("pod %s started its app container after its migration failed and the Job was deleted", p.Name)
 			}
 		}
@@ -128,11 +128,11 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 // the next upgrade removes it; the hook Jobs of upgrades keep the TTL.
 func TestAFirstInstallWithATTLOfZeroPassesHelm3WaitForJobs(t *testing.T) {
 	share(t, weightOne, 35*time.Second)
-	res := scenario(t, ttlZeroWaitForJobsScenario, env.helm3)
+	res := scenario(t, ttlZeroWaitForJobsScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "ttl0", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
-	values := framework.Merge(baseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
+	ns := env.NewNamespace(t, "ttl0", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
+	values := framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 0}})
 	_, d := r.MustDeploy(values, "--wait-for-jobs")
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	_, d = r.MustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}), "--wait-for-jobs")

@@ -41,11 +41,6 @@ var upgradeSteps = []struct {
 	{what: "env GREETING=three", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{framework.EnvVar("GREETING", "three")}}},
 }
 
-// baseValues are what every scenario's release starts from.
-func baseValues() map[string]any {
-	return map[string]any{"replicaCount": 2}
-}
-
 func upgradeCount() int {
 	if n, err := strconv.Atoi(os.Getenv("E2E_UPGRADES")); err == nil && n > 0 && n <= len(upgradeSteps) {
 		return n
@@ -59,15 +54,15 @@ func upgradeCount() int {
 // nothing about the schema. The parent holds the weight until both subtests end.
 func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchema(t *testing.T) {
 	share(t, weightAll(), 380*time.Second)
-	for _, h := range []struct{ name, bin string }{{"helm3", env.helm3}, {"helm4", env.helm4}} {
+	for _, h := range []struct{ name, bin string }{{"helm3", env.Helm3}, {"helm4", env.Helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load
 			res := scenario(t, upgradesScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := NewNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
-			r := NewRelease(t, ns, "app", h.bin)
+			ns := env.NewNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+			r := env.NewRelease(t, ns, "app", h.bin)
 
-			_, d := r.MustDeploy(baseValues())
+			_, d := r.MustDeploy(framework.BaseValues())
 			t.Logf("install (%s --wait) took %s", h.name, d.Round(time.Millisecond))
 			id := r.AppIdentity(ctx)
 			r.AssertWitness(ctx, id)
@@ -76,10 +71,10 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 			}
 
 			runs := 1
-			load := StartLoad(t, ns, r.Fullname())
+			load := env.StartLoad(t, ns, r.Fullname())
 			n := upgradeCount()
 			for i, step := range upgradeSteps[:n] {
-				_, d := r.MustDeploy(framework.Merge(baseValues(), step.values))
+				_, d := r.MustDeploy(framework.Merge(framework.BaseValues(), step.values))
 				res.Upgrades++
 				res.DurationsSec = append(res.DurationsSec, d.Seconds())
 				newID := r.AppIdentity(ctx)
@@ -118,7 +113,7 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 				t.Errorf("schema version is %d after the upgrades, want %d", got, want)
 			}
 			rep := load.Stop()
-			rep.record(res)
+			recordLoad(res, rep)
 			t.Logf("load: %d sent, %d failed, longest gap %d ms, slowest request %d ms, the generator's own longest stall %d ms, by app version %+v",
 				rep.Sent, rep.Failed, rep.LongestGapMs, rep.SlowestMs, rep.LongestStallMs, rep.ByVersion)
 			if want := upgradeSteps[n-1].values["image"].(map[string]any)["tag"].(string); rep.ByVersion[strings.TrimPrefix(want, "v")].Sent == 0 {

@@ -25,10 +25,10 @@ var (
 // own start, the database's migration runs) proves no app process started before its migration.
 func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T) {
 	share(t, weightOne, 155*time.Second)
-	res := scenario(t, gateWaitInAppScenario, env.helm4)
+	res := scenario(t, gateWaitInAppScenario, env.Helm4)
 	ctx := context.Background()
-	ns := NewNamespace(t, "waitin", restricted)
-	r := NewRelease(t, ns, "app", env.helm4)
+	ns := env.NewNamespace(t, "waitin", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm4)
 	steps := []map[string]any{
 		// the install's pods are created with the migration Job and wait for it (45 s)
 		{"image": map[string]any{"tag": "v2"}, "gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"},
@@ -37,7 +37,7 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 		{"image": map[string]any{"tag": "v4"}, "gate": map[string]any{"waitIn": "app"}},
 	}
 	for i, s := range steps {
-		_, d := r.MustDeploy(framework.Merge(baseValues(), s))
+		_, d := r.MustDeploy(framework.Merge(framework.BaseValues(), s))
 		res.DurationsSec = append(res.DurationsSec, d.Seconds())
 		if i > 0 {
 			res.Upgrades++
@@ -48,13 +48,13 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 			// the waiting was done by the app containers: the API server says they ran before the migration ended
 			done, _ := r.MigrationFinished(id)
 			for _, p := range r.AppPods(ctx, id) {
-				if started, ok := AppStart(p); !ok || !started.Before(done.Add(-5*time.Second)) {
+				if started, ok := framework.AppStart(p); !ok || !started.Before(done.Add(-5*time.Second)) {
 					t.Errorf("pod %s's app container started at %v, not while the 45 s migration ran (finished %v)", p.Name, started, done)
 				}
 			}
 		}
 		for _, p := range r.AppPods(ctx, id) {
-			if !AppContainerWaits(p) {
+			if !framework.AppContainerWaits(p) {
 				t.Errorf("step %d: pod %s's app container does not start through the gate: %v", i+1, p.Name, p.Spec.Containers[0].Command)
 			}
 			for _, c := range p.Spec.InitContainers {
@@ -67,7 +67,7 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 					t.Errorf("step %d: the kubelet restarted container %s of pod %s %d time(s) while it waited", i+1, cs.Name, p.Name, cs.RestartCount)
 				}
 			}
-			logs := env.run.Must(t, env.kubectl, "logs", "-n", ns, p.Name, "-c", "app")
+			logs := env.Run.Must(t, env.Kubectl, "logs", "-n", ns, p.Name, "-c", "app")
 			if !strings.Contains(logs, "starting /demo") {
 				t.Errorf("step %d: pod %s's log does not show the gate starting the app:\n%s", i+1, p.Name, logs)
 			}
@@ -80,11 +80,11 @@ func TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp(t *testing.T
 // binary's `version`) lets the liveness probe run while the gate waits, and the kubelet restarts the container.
 func TestWithoutAStartupProbeCoveringTheWaitTheLivenessProbeRestartsTheWaitingAppContainer(t *testing.T) {
 	share(t, weightOne, 130*time.Second)
-	res := scenario(t, gateWaitInAppControlScenario, env.helm4)
+	res := scenario(t, gateWaitInAppControlScenario, env.Helm4)
 	ctx := context.Background()
-	ns := NewNamespace(t, "waitinctl", restricted)
-	r := NewRelease(t, ns, "app", env.helm4)
-	_, d := r.MustDeploy(framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "waitinctl", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm4)
+	_, d := r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{
 		"image":        map[string]any{"tag": "v2"},
 		"gate":         map[string]any{"waitIn": "app"},
 		"migration":    map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "45s")}},

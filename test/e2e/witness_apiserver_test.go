@@ -31,10 +31,10 @@ var (
 func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 	share(t, weightOne, 20*time.Second)
 	scenario(t, recordsAndWatchOnARealAPIServerScenario, "")
-	ns := NewNamespace(t, "apiserver", restricted)
+	ns := env.NewNamespace(t, "apiserver", restricted)
 	ctx := context.Background()
 	const records = "app-migrations"
-	if _, err := env.client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: records}}, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: records}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	opts := func(id string) record.Options {
@@ -43,7 +43,7 @@ func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 	}
 
 	t.Run("a record written between another writer's read and its update is kept", func(t *testing.T) {
-		cms := env.client.CoreV1().ConfigMaps(ns)
+		cms := env.Client.CoreV1().ConfigMaps(ns)
 		interleaved := &interleavingClient{ConfigMapClient: cms, between: func() {
 			// another migration records itself after our read, before our update
 			if err := record.Write(ctx, cms, opts("bbbbbbbbbb")); err != nil {
@@ -68,7 +68,7 @@ func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 	})
 
 	t.Run("of two migrations that found the release's lock free, only the first to write holds it", func(t *testing.T) {
-		cms := env.client.CoreV1().ConfigMaps(ns)
+		cms := env.Client.CoreV1().ConfigMaps(ns)
 		lockOpts := func(job string) record.LockOptions {
 			return record.LockOptions{Namespace: ns, ConfigMap: records, Holder: record.Holder{Identity: job, Job: job, Pod: job + "-pod"},
 				Lease: time.Minute, Poll: 50 * time.Millisecond, Log: slog.New(slog.NewTextHandler(t.Output(), nil))}
@@ -121,7 +121,7 @@ func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 		}
 		done := make(chan outcome, 1)
 		go func() {
-			res, err := gate.Wait(wctx, cfg, env.client.BatchV1().Jobs(ns), env.client.CoreV1().ConfigMaps(ns))
+			res, err := gate.Wait(wctx, cfg, env.Client.BatchV1().Jobs(ns), env.Client.CoreV1().ConfigMaps(ns))
 			done <- outcome{res, err}
 		}()
 		// a Complete Job of identity dddddddddd under the gate's Job name (an earlier hook's), and a Complete
@@ -134,7 +134,7 @@ func TestTheRecordsAndTheWatchHoldOnARealAPIServer(t *testing.T) {
 			t.Fatalf("the gate let go on Jobs that are no evidence for its identity: %+v, %v", o.res, o.err)
 		case <-time.After(3 * time.Second):
 		}
-		if err := record.Write(ctx, env.client.CoreV1().ConfigMaps(ns), opts("cccccccccc")); err != nil {
+		if err := record.Write(ctx, env.Client.CoreV1().ConfigMaps(ns), opts("cccccccccc")); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -177,18 +177,18 @@ func runToCompletion(t *testing.T, ns, name, id string) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"premigrate.io/identity": id}},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](0),
-			Template: corev1.PodTemplateSpec{Spec: restrictedPod(corev1.PodSpec{
+			Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers:    []corev1.Container{{Name: "migrate", Image: "premigrate/demo:v1", Args: []string{"--help"}}},
 			})},
 		},
 	}
 	job.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](65532)
-	if _, err := env.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+	if _, err := env.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating Job %s: %v", name, err)
 	}
-	WaitUntil(t, fmt.Sprintf("Job %s to be Complete", name), 2*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	framework.WaitUntil(t, fmt.Sprintf("Job %s to be Complete", name), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}

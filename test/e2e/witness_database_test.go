@@ -41,11 +41,11 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			share(t, weightOne, 90*time.Second)
-			res := scenario(t, c.scenario, env.helm3)
+			res := scenario(t, c.scenario, env.Helm3)
 			ctx := context.Background()
-			ns := NewNamespace(t, "dbreset", restricted)
-			r := NewRelease(t, ns, "app", env.helm3)
-			values := framework.Merge(baseValues(), map[string]any{
+			ns := env.NewNamespace(t, "dbreset", restricted)
+			r := env.NewRelease(t, ns, "app", env.Helm3)
+			values := framework.Merge(framework.BaseValues(), map[string]any{
 				"replicaCount": 1,
 				"postgresql":   map[string]any{"persistence": map[string]any{"enabled": false}},
 				"migration":    map[string]any{"bindRecordsToDatabase": c.bound},
@@ -57,15 +57,15 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 			r.AssertWitness(ctx, id)
 
 			start := time.Now()
-			r.restartDatabaseEmpty(ctx)
-			env.run.Must(t, env.kubectl, "rollout", "restart", "-n", ns, "deployment/"+r.Fullname())
+			restartDatabaseEmpty(ctx, r)
+			env.Run.Must(t, env.Kubectl, "rollout", "restart", "-n", ns, "deployment/"+r.Fullname())
 			// an app process on the new database writes its row there (the app creates the witness's table itself)
 			early := fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s' and schema_seen < app_version", id)
 			if !c.bound {
-				WaitUntil(t, "the witness to see an app process start on the empty database", 3*time.Minute, func(context.Context) (bool, error) {
-					return r.countIfTable("demo_pod_starts", early) > 0, nil
+				framework.WaitUntil(t, "the witness to see an app process start on the empty database", 3*time.Minute, func(context.Context) (bool, error) {
+					return countIfTable(r, "demo_pod_starts", early) > 0, nil
 				})
-				n := r.countIfTable("demo_pod_starts", early)
+				n := countIfTable(r, "demo_pod_starts", early)
 				res.Numbers["violationsCaught"] = float64(n)
 				t.Logf("caught, as it must be: %d app processes of %s started on the empty database (schema older than their version)", n, id)
 				return
@@ -74,12 +74,12 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 			// the new pod waits, and its gate says why (its records went with the old database's pod: the Job that
 			// completed before the database was made again names the change)
 			var held corev1.Pod
-			WaitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			framework.WaitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
 				for _, p := range r.AppPods(ctx, id) {
 					if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 						continue
 					}
-					logs, err := env.run.Stdout(t, env.kubectl, "logs", "-n", ns, p.Name, "-c", "wait-for-migration")
+					logs, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, p.Name, "-c", "wait-for-migration")
 					if err == nil && strings.Contains(logs, "the database changed since identity "+id) {
 						held = p
 						return true, nil
@@ -87,12 +87,12 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 				}
 				return false, nil
 			})
-			if _, started := AppStart(held); started {
+			if _, started := framework.AppStart(held); started {
 				t.Errorf("pod %s started its app on the empty database", held.Name)
 			}
 			// the pod that kept running lost its schema: its readiness probe (the app's /readyz, as the kubelet
 			// reports it) takes it out of the Service
-			WaitUntil(t, "the running app pod to go unready on the empty database", time.Minute, func(ctx context.Context) (bool, error) {
+			framework.WaitUntil(t, "the running app pod to go unready on the empty database", time.Minute, func(ctx context.Context) (bool, error) {
 				for _, p := range r.AppPods(ctx, id) {
 					if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) && p.DeletionTimestamp == nil && !podReady(p) {
 						return true, nil
@@ -100,7 +100,7 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 				}
 				return false, nil
 			})
-			if n := r.countIfTable("demo_pod_starts", fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
+			if n := countIfTable(r, "demo_pod_starts", fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
 				t.Errorf("the witness has %d app processes of %s on the new database before its migration ran there", n, id)
 			}
 			// the next upgrade with the same values migrates the new database, and the pod starts
@@ -112,7 +112,7 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 			if v := r.PsqlInt("select coalesce(max(version), 0) from schema_migrations"); v != 2 {
 				t.Errorf("the new database's schema is at version %d after the upgrade, want 2", v)
 			}
-			r.onlyCurrentPods(ctx, id, 1)
+			onlyCurrentPods(ctx, r, id, 1)
 			r.AssertWitness(ctx, id)
 		})
 	}
@@ -120,10 +120,10 @@ func TestAnEmbeddedDatabaseThatRestartsEmptyHoldsNewPodsUntilTheNextUpgradeMigra
 
 // restartDatabaseEmpty deletes the embedded PostgreSQL's pod (its data is in the pod's emptyDir) and waits
 // until the StatefulSet made it again, ready and empty.
-func (r *Release) restartDatabaseEmpty(ctx context.Context) {
+func restartDatabaseEmpty(ctx context.Context, r *framework.Release) {
 	r.T.Helper()
 	name := r.Fullname() + "-postgresql-0"
-	pods := env.client.CoreV1().Pods(r.Namespace)
+	pods := env.Client.CoreV1().Pods(r.Namespace)
 	old, err := pods.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		r.T.Fatalf("the database pod: %v", err)
@@ -131,7 +131,7 @@ func (r *Release) restartDatabaseEmpty(ctx context.Context) {
 	if err := pods.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		r.T.Fatalf("deleting the database pod: %v", err)
 	}
-	WaitUntil(r.T, "the database pod to be made again and ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(r.T, "the database pod to be made again and ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		p, err := pods.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) || (err == nil && p.UID == old.UID) {
 			return false, nil
@@ -152,7 +152,7 @@ func (r *Release) restartDatabaseEmpty(ctx context.Context) {
 }
 
 // countIfTable runs a count query, or answers 0 while table does not exist (a new, empty database).
-func (r *Release) countIfTable(table, query string) int {
+func countIfTable(r *framework.Release, table, query string) int {
 	r.T.Helper()
 	if r.PsqlInt(fmt.Sprintf("select count(*) from information_schema.tables where table_name = '%s'", table)) == 0 {
 		return 0
@@ -162,9 +162,9 @@ func (r *Release) countIfTable(table, query string) int {
 
 // onlyCurrentPods waits until the pods of identity id are exactly n, none terminating: the witness then checks
 // the pods that serve, not one on its way out.
-func (r *Release) onlyCurrentPods(ctx context.Context, id string, n int) {
+func onlyCurrentPods(ctx context.Context, r *framework.Release, id string, n int) {
 	r.T.Helper()
-	WaitUntil(r.T, fmt.Sprintf("%d pods of identity %s, none terminating", n, id), 2*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(r.T, fmt.Sprintf("%d pods of identity %s, none terminating", n, id), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		pods := r.AppPods(ctx, id)
 		for _, p := range pods {
 			if p.DeletionTimestamp != nil {
@@ -183,21 +183,21 @@ func (r *Release) onlyCurrentPods(ctx context.Context, id string, n int) {
 // URL through the library's database.urlSecretName; the embedded scenario above is the control of the rule.
 func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMigratesIt(t *testing.T) {
 	share(t, weightOne, 50*time.Second)
-	res := scenario(t, databaseReplacedExternalScenario, env.helm4)
-	l := newLedger(t, env.helm4)
+	res := scenario(t, databaseReplacedExternalScenario, env.Helm4)
+	l := newLedger(t, env.Helm4)
 	values := map[string]any{"schemaVersion": 2}
 	if out, err := l.deploy(values, true); err != nil {
 		t.Fatalf("install: %v\n%s", err, out)
 	}
 	l.assertSchema(2, 2)
 	l.psql("CREATE DATABASE fresh OWNER ledger")
-	env.run.Must(t, env.kubectl, "patch", "secret", "ledger-db", "-n", l.ns, "--type", "merge",
+	env.Run.Must(t, env.Kubectl, "patch", "secret", "ledger-db", "-n", l.ns, "--type", "merge",
 		"-p", `{"stringData":{"url":"postgres://ledger:ledger-pw@ledger-db:5432/fresh?sslmode=disable"}}`)
 	start := time.Now()
 	deployment := l.name + "-ledger"
-	env.run.Must(t, env.kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+deployment)
-	WaitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		pods, err := env.client.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=server"})
+	env.Run.Must(t, env.Kubectl, "rollout", "restart", "-n", l.ns, "deployment/"+deployment)
+	framework.WaitUntil(t, "a restarted pod's gate to name the changed database", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := env.Client.CoreV1().Pods(l.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=server"})
 		if err != nil {
 			return false, err
 		}
@@ -205,7 +205,7 @@ func TestAnExternalDatabaseURLPointedElsewhereHoldsNewPodsUntilTheNextUpgradeMig
 			if p.CreationTimestamp.Time.Before(start.Truncate(time.Second)) { // the API server's times are whole seconds
 				continue
 			}
-			logs, err := env.run.Stdout(t, env.kubectl, "logs", "-n", l.ns, p.Name, "-c", "wait-for-migration")
+			logs, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", l.ns, p.Name, "-c", "wait-for-migration")
 			if err == nil && strings.Contains(logs, "the database changed since identity") {
 				return true, nil
 			}

@@ -28,20 +28,20 @@ var (
 // identity changes without a schema change (an env-only change: half of the upgrade steps).
 func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *testing.T) {
 	share(t, weightOne, 50*time.Second)
-	res := scenario(t, controlTimeClauseScenario, env.kubectl)
+	res := scenario(t, controlTimeClauseScenario, env.Kubectl)
 	ctx := context.Background()
-	ns := NewNamespace(t, "controltime", restricted)
-	values := framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "controltime", restricted)
+	values := framework.Merge(framework.BaseValues(), map[string]any{
 		"image":      map[string]any{"tag": "v2"},
 		"migration":  map[string]any{"mode": "job"},
 		"gate":       map[string]any{"mode": "none"},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "control-password"}},
 	})
-	r := NewRelease(t, ns, "app", "")
+	r := env.NewRelease(t, ns, "app", "")
 	r.Apply(r.Template(values))
 	r.RolledOut(4 * time.Minute)
 	first := r.AppIdentity(ctx)
-	WaitUntil(t, "the migration of "+first+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+	framework.WaitUntil(t, "the migration of "+first+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
 		_, ok := r.MigrationFinished(first)
 		return ok, nil
 	})
@@ -50,10 +50,10 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 	// finish 25 s late, as a slow data migration would, while the ungated pods start at once.
 	held := make(chan error, 1)
 	go func() {
-		_, err := PodExec(ns, r.Fullname()+"-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate", "-Atc", fmt.Sprintf("select pg_advisory_lock(%d); select pg_sleep(25)", migrate.LockKey))
+		_, err := env.PodExec(ns, r.Fullname()+"-postgresql-0", "psql", "-U", "premigrate", "-d", "premigrate", "-Atc", fmt.Sprintf("select pg_advisory_lock(%d); select pg_sleep(25)", migrate.LockKey))
 		held <- err
 	}()
-	WaitUntil(t, "the migration lock to be held", time.Minute, func(context.Context) (bool, error) {
+	framework.WaitUntil(t, "the migration lock to be held", time.Minute, func(context.Context) (bool, error) {
 		key := migrate.LockKey // a bigint key shows in pg_locks as its high and low 32 bits
 		return r.PsqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
 			uint32(key>>32), uint32(key))) > 0, nil
@@ -67,7 +67,7 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 	if second == first {
 		t.Fatalf("an env-only change of the migration kept identity %s", first)
 	}
-	WaitUntil(t, "the migration of "+second+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+	framework.WaitUntil(t, "the migration of "+second+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
 		_, ok := r.MigrationFinished(second)
 		return ok, nil
 	})
@@ -101,21 +101,21 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 // releases them.
 func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
-	res := scenario(t, noHooksUpgradeScenario, env.helm3)
+	res := scenario(t, noHooksUpgradeScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "nohooks", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
-	r.MustDeploy(baseValues())
+	ns := env.NewNamespace(t, "nohooks", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
+	r.MustDeploy(framework.BaseValues())
 	first := r.AppIdentity(ctx)
 
-	v2 := framework.Merge(baseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
+	v2 := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
 	start := time.Now()
-	env.run.Must(t, env.helm3, "upgrade", r.Name, env.chart, "-n", ns, "--no-hooks", "--values", r.ValuesFile(v2))
+	env.Run.Must(t, env.Helm3, "upgrade", r.Name, env.Chart, "-n", ns, "--no-hooks", "--values", r.ValuesFile(v2))
 	second := r.AppIdentity(ctx)
 	if second == first {
 		t.Fatalf("the upgrade to v2 kept identity %s", first)
 	}
-	WaitUntil(t, "a pod of "+second+" to wait in wait-for-migration", 2*time.Minute, func(context.Context) (bool, error) {
+	framework.WaitUntil(t, "a pod of "+second+" to wait in wait-for-migration", 2*time.Minute, func(context.Context) (bool, error) {
 		for _, p := range r.AppPods(ctx, second) {
 			if waitingInGate(p) {
 				return true, nil
@@ -127,7 +127,7 @@ func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *te
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, p := range r.AppPods(ctx, second) {
-			if _, started := AppStart(p); started {
+			if _, started := framework.AppStart(p); started {
 				t.Fatalf("pod %s of %s started its app container though no migration ran (--no-hooks)", p.Name, second)
 			}
 		}

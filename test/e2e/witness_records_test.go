@@ -33,13 +33,13 @@ var (
 // The pod is deleted once the migration holds the migrations' lock, so the signal lands mid-run on any machine.
 func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T) {
 	share(t, weightOne, 35*time.Second)
-	res := scenario(t, signalledMigrationScenario, env.helm3)
+	res := scenario(t, signalledMigrationScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "signalled", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
+	ns := env.NewNamespace(t, "signalled", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
 	// the records bound to no database: with the binding, gate run names the database again after the command
 	// exits, on the stopped context, and fails there too, which would hide a record made after the signal
-	base := framework.Merge(baseValues(), map[string]any{
+	base := framework.Merge(framework.BaseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "backoffLimit": 0, "bindRecordsToDatabase": false},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "signalled-test-password"}},
 	})
@@ -51,24 +51,24 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 			"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "600s"), framework.EnvVar("DEMO_EXIT_0_ON_SIGTERM", "true")}},
 	})
 	start := time.Now()
-	env.run.Must(t, env.helm3, "upgrade", r.Name, env.chart, "-n", ns, "--values", r.ValuesFile(slow))
+	env.Run.Must(t, env.Helm3, "upgrade", r.Name, env.Chart, "-n", ns, "--values", r.ValuesFile(slow))
 	id := r.AppIdentity(ctx)
 	job := r.Fullname() + "-migrate-" + id
 	key := migrate.LockKey
-	WaitUntil(t, "the migration of "+id+" to run (it holds the migrations' lock)", 3*time.Minute, func(context.Context) (bool, error) {
+	framework.WaitUntil(t, "the migration of "+id+" to run (it holds the migrations' lock)", 3*time.Minute, func(context.Context) (bool, error) {
 		return r.PsqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",
 			uint32(key>>32), uint32(key))) > 0, nil
 	})
-	pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+	pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("the pods of Job %s: %v (err %v), want one", job, pods, err)
 	}
 	pod := pods.Items[0].Name
-	if err := env.client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil { // SIGTERM, as a drain sends
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{}); err != nil { // SIGTERM, as a drain sends
 		t.Fatal(err)
 	}
-	WaitUntil(t, "the stopped migration pod "+pod+" to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := env.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	framework.WaitUntil(t, "the stopped migration pod "+pod+" to be gone", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
@@ -81,7 +81,7 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 		t.Errorf("schema at version %d, want 1: the stopped migration applied nothing", v)
 	}
 	for _, p := range r.AppPods(ctx, id) {
-		if _, started := AppStart(p); started {
+		if _, started := framework.AppStart(p); started {
 			t.Errorf("pod %s of %s started its app though its migration was stopped", p.Name, id)
 		}
 	}
@@ -96,11 +96,11 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 // a TTL) would otherwise run an older migration against a newer schema.
 func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
-	res := scenario(t, recordsUnreadableScenario, env.helm3)
+	res := scenario(t, recordsUnreadableScenario, env.Helm3)
 	ctx := context.Background()
-	ns := NewNamespace(t, "unreadable", restricted)
-	r := NewRelease(t, ns, "app", env.helm3)
-	values := framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "unreadable", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm3)
+	values := framework.Merge(framework.BaseValues(), map[string]any{
 		"image":      map[string]any{"tag": "v2"},
 		"migration":  map[string]any{"mode": "job", "backoffLimit": 0},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "unreadable-test-password"}},
@@ -112,7 +112,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 
 	// the Job's manifest as Helm applied it, to re-create it as a revert or a TTL's re-apply would
 	var manifest string
-	for _, doc := range strings.Split(env.run.Must(t, env.helm3, "get", "manifest", r.Name, "-n", ns), "\n---") {
+	for _, doc := range strings.Split(env.Run.Must(t, env.Helm3, "get", "manifest", r.Name, "-n", ns), "\n---") {
 		if strings.Contains(doc, "\nkind: Job\n") {
 			manifest = doc
 		}
@@ -120,34 +120,34 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 	if manifest == "" {
 		t.Fatal("no Job in the release's manifest")
 	}
-	env.run.Must(t, env.kubectl, "patch", "role", job, "-n", ns, "--type", "json",
+	env.Run.Must(t, env.Kubectl, "patch", "role", job, "-n", ns, "--type", "json",
 		"-p", `[{"op":"test","path":"/rules/0/resourceNames/1","value":"`+r.StoreName()+`"},`+
 			`{"op":"replace","path":"/rules/0/resourceNames","value":["`+r.AnchorName()+`"]}]`)
-	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+	if err := env.Client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	WaitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+	framework.WaitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.Client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	start := time.Now()
-	if _, err := env.run.Input(t, []byte(manifest), env.kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
+	if _, err := env.Run.Input(t, []byte(manifest), env.Kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
 		t.Fatalf("re-creating Job %s: %v", job, err)
 	}
 	// gate run retries the records for --wait-for-configmap (2m), then gives up
-	WaitUntil(t, "the re-created Job "+job+" to fail", 4*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+	framework.WaitUntil(t, "the re-created Job "+job+" to fail", 4*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return err == nil && jobFailed(j), nil
 	})
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
 		t.Errorf("%d migration runs, was %d: the Job ran its migration without knowing whether it was recorded", got, runs)
 	}
-	log := r.jobLog(job)
+	log := jobLog(r, job)
 	if !strings.Contains(log, "cannot tell whether identity "+id+" is already recorded") {
 		t.Errorf("the Job's log does not say why it ran nothing:\n%s", log)
 	}
-	if pods, err := env.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job}); err == nil {
+	if pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job}); err == nil {
 		for _, p := range pods.Items {
 			for _, s := range p.Status.ContainerStatuses {
 				if s.Name == "migrate" && s.State.Terminated != nil && s.State.Terminated.ExitCode != 1 {
@@ -163,11 +163,11 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 // the value to raise, and its pods must fail at once with that reason instead of waiting for the timeout.
 func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	share(t, weightOne, 60*time.Second)
-	res := scenario(t, rollbackPastKeptRecordsScenario, env.helm4)
+	res := scenario(t, rollbackPastKeptRecordsScenario, env.Helm4)
 	ctx := context.Background()
-	ns := NewNamespace(t, "pruned", restricted)
-	r := NewRelease(t, ns, "app", env.helm4)
-	base := framework.Merge(baseValues(), map[string]any{
+	ns := env.NewNamespace(t, "pruned", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm4)
+	base := framework.Merge(framework.BaseValues(), map[string]any{
 		"migration":  map[string]any{"mode": "job", "keepRecords": 1},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "pruned-test-password"}},
 	})
@@ -182,17 +182,17 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	runs := r.PsqlInt("select count(*) from demo_migrate_runs")
 
 	start := time.Now()
-	env.run.Must(t, env.helm4, "rollback", r.Name, "1", "-n", ns)
+	env.Run.Must(t, env.Helm4, "rollback", r.Name, "1", "-n", ns)
 	job := r.Fullname() + "-migrate-" + first
-	WaitUntil(t, "the re-created Job "+job+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+	framework.WaitUntil(t, "the re-created Job "+job+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return err == nil && jobFailed(j), nil
 	})
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-	if j := r.job(ctx, job); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
+	if j := releaseJob(ctx, r, job); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
 		t.Errorf("Job %s: %d failed pods, conditions %+v: want one refusal (exit 3) failing it at once", job, j.Status.Failed, j.Status.Conditions)
 	}
-	if log := r.jobLog(job); !strings.Contains(log, "its record was pruned") || !strings.Contains(log, "migration.keepRecords") {
+	if log := jobLog(r, job); !strings.Contains(log, "its record was pruned") || !strings.Contains(log, "migration.keepRecords") {
 		t.Errorf("the refusal does not say why and what to raise:\n%s", log)
 	}
 	if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
@@ -201,7 +201,7 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 	if v := r.PsqlInt("select max(version) from schema_migrations"); v != 2 {
 		t.Errorf("schema at version %d, want 2", v)
 	}
-	WaitUntil(t, "a pod of "+first+" to fail its gate", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(t, "a pod of "+first+" to fail its gate", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		for _, p := range r.AppPods(ctx, first) {
 			for _, s := range p.Status.InitContainerStatuses {
 				term := s.State.Terminated
@@ -233,18 +233,18 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 
 	// without the refused Job (a TTL, a cleanup), new pods of the pruned identity have no evidence left at all:
 	// their gate must still fail at once, not wait out its timeout for a migration that will never run
-	if err := env.client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+	if err := env.Client.BatchV1().Jobs(ns).Delete(ctx, job, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	WaitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := env.client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+	framework.WaitUntil(t, "Job "+job+" to be gone", time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := env.Client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 	deleted := time.Now()
 	for _, p := range r.AppPods(ctx, first) {
-		_ = env.client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		_ = env.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
 	}
-	WaitUntil(t, "a new pod of "+first+" without its Job to fail its gate at once", time.Minute, func(ctx context.Context) (bool, error) {
+	framework.WaitUntil(t, "a new pod of "+first+" without its Job to fail its gate at once", time.Minute, func(ctx context.Context) (bool, error) {
 		for _, p := range r.AppPods(ctx, first) {
 			if p.CreationTimestamp.Time.Before(deleted.Truncate(time.Second)) {
 				continue

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -90,7 +91,7 @@ func (r *Runner) RunCmd(t testing.TB, c Cmd) (string, error) {
 	start := time.Now()
 	cmd := shell.Command{Command: c.Bin, Args: c.Args, WorkingDir: c.Dir, Env: env,
 		Stdin: bytes.NewReader(c.Stdin), Logger: logger.New(lineSink{log: log, tag: tag, onLine: c.OnLine})}
-	var tt testing.TB = t
+	tt := t
 	if tt == nil {
 		tt = noTest{}
 	}
@@ -166,7 +167,7 @@ func (r *Runner) logFor(t testing.TB) (*logFile, string) {
 // unwrap takes terratest's ErrWithCmdOutput apart: its message repeats standard error, which the caller's
 // error already holds.
 func unwrap(err error) error {
-	if e, ok := err.(*shell.ErrWithCmdOutput); ok {
+	if e := (*shell.ErrWithCmdOutput)(nil); errors.As(err, &e) {
 		return e.Underlying
 	}
 	return err
@@ -184,7 +185,8 @@ func (l *logFile) printf(format string, args ...any) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.f, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	// a log line that cannot be written is lost, not the command's result
+	_, _ = fmt.Fprintf(l.f, "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
 // lineSink takes each output line terratest reads, for the log and the caller's OnLine.

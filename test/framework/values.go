@@ -1,6 +1,9 @@
-// Package framework is what the cluster tests are built from, beside the scenarios themselves. It starts with
-// the chart values the scenarios deploy; the rest of the harness (releases, namespaces, the process runner,
-// the witness, the report) moves here from test/e2e step by step (docs/development.md).
+// Package framework is what the cluster tests are built from, beside the scenarios themselves: the
+// environment of a run (Env: the kind cluster, its clients, the chart, the pinned CLIs), one process runner
+// (Runner, on terratest's shell module), namespaces under the restricted Pod Security Standard, releases of the
+// chart driven by Helm 3 or 4 (Release: deploy, psql, the witness), the in-cluster load (Load), polling
+// (WaitUntil), the chart values and their one merge (Merge), and the declared scenarios with the promise each
+// proves (Scenarios). It holds no package state: a test package makes one Env in its TestMain.
 package framework
 
 // Merge returns the chart values of layers merged in order, as Helm merges several --values files: a map
@@ -32,3 +35,9 @@ func mergeInto(dst, src map[string]any) {
 
 // EnvVar is a container environment variable as the chart's values take it (env, migration.env).
 func EnvVar(name, value string) map[string]any { return map[string]any{"name": name, "value": value} }
+
+// BaseValues are what every scenario's release starts from: two replicas, so a rollout has pods of two
+// identities at once.
+func BaseValues() map[string]any {
+	return map[string]any{"replicaCount": 2}
+}

@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package framework
 
 import (
 	"bytes"
@@ -11,18 +9,19 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
+
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/kubectl/pkg/scheme"
 	"k8s.io/streaming/pkg/httpstream"
 )
 
 // PodExec runs command in a pod's default container through the API server, as `kubectl exec` does but
 // without starting a kubectl process (about 0.26 CPU-s each on this machine, and the harness asks the
 // databases hundreds of times a run), and returns its standard output. The error carries its standard error.
-func PodExec(ns, pod string, command ...string) (string, error) {
+func (e *Env) PodExec(ns, pod string, command ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	p, err := env.client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	p, err := e.Client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("exec %s in %s/%s: %w", strings.Join(command, " "), ns, pod, err)
 	}
@@ -31,13 +30,13 @@ func PodExec(ns, pod string, command ...string) (string, error) {
 	if container == "" && len(p.Spec.Containers) > 0 {
 		container = p.Spec.Containers[0].Name
 	}
-	req := env.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+	req := e.Client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	ws, err := remotecommand.NewWebSocketExecutor(env.restConfig, "GET", req.URL().String())
+	ws, err := remotecommand.NewWebSocketExecutor(e.RestConfig, "GET", req.URL().String())
 	if err != nil {
 		return "", fmt.Errorf("exec in %s/%s: %w", ns, pod, err)
 	}
-	spdy, err := remotecommand.NewSPDYExecutor(env.restConfig, "POST", req.URL())
+	spdy, err := remotecommand.NewSPDYExecutor(e.RestConfig, "POST", req.URL())
 	if err != nil {
 		return "", fmt.Errorf("exec in %s/%s: %w", ns, pod, err)
 	}
