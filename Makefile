@@ -97,7 +97,7 @@ export E2E_CAPACITY
 .PHONY: test-e2e
 test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
 	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v -skip TestBenchmark $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
 .PHONY: test
 test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
@@ -122,7 +122,7 @@ demo: ## a kind cluster, the chart installed with its embedded database, upgrade
 .PHONY: bench
 bench: tools chart-deps images ## measure gate latency, upgrade overhead and sizes; writes a dated report
 	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run '$(or $(BENCH_RUN),TestBenchmark)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
+	  go test -tags e2e ./test/bench/ -count=1 -timeout 60m -parallel 256 -v -run '$(or $(BENCH_RUN),.)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/bench.log"
 
 .PHONY: docs
 docs: tools ## regenerate the chart README's values table with helm-docs

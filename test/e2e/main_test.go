@@ -39,7 +39,7 @@ func run(m *testing.M) int {
 	// it behind as its own
 	// the test binary runs in this package's folder, two below the repository's root
 	var err error
-	if env, err = framework.NewEnv(filepath.Join("..", "..")); err != nil {
+	if env, err = framework.NewEnv(filepath.Join("..", ".."), "e2e"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
@@ -63,9 +63,6 @@ func run(m *testing.M) int {
 	v, err := writeReport(code)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e report:", err)
-	}
-	if err := writeBenchReport(); err != nil {
-		fmt.Fprintln(os.Stderr, "bench report:", err)
 	}
 	// a full run must have the verdict pass; a filtered one keeps go test's own code
 	code, line := verdict.Exit(testFlags(), code, v)

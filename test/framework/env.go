@@ -19,6 +19,7 @@ import (
 // repository's chart and the pinned CLIs, and the process runner. NewEnv fills in the paths; Start makes (or
 // finds) the cluster and loads the images; Close tears down what Start made.
 type Env struct {
+	Suite      string // the test package's name (e2e, bench): its command logs are results/commands/<suite>
 	RepoRoot   string
 	Chart      string // charts/premigrate
 	Example    string // examples/ledger/chart
@@ -38,13 +39,15 @@ type Env struct {
 	Cluster *kindcluster.Cluster
 }
 
-// NewEnv is the environment of the repository at root (its chart, bin/ and results/), before any cluster.
-func NewEnv(root string) (*Env, error) {
+// NewEnv is the environment of the suite (a test package) in the repository at root (its chart, bin/ and
+// results/), before any cluster.
+func NewEnv(root, suite string) (*Env, error) {
 	root, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("finding the repository root: %w", err)
 	}
 	e := &Env{
+		Suite:    suite,
 		RepoRoot: root,
 		Chart:    filepath.Join(root, "charts", "premigrate"),
 		Example:  filepath.Join(root, "examples", "ledger", "chart"),
@@ -80,13 +83,14 @@ func (e *Env) Start(clusterName string) error {
 		return fmt.Errorf("creating a temp folder for the kubeconfig: %w", err)
 	}
 	e.Kubeconfig = filepath.Join(dir, "kubeconfig")
-	// each test's commands and their output go to results/commands/<test>.log; the earlier run's go first
-	commands := filepath.Join(e.Results, "commands")
+	// each test's commands and their output go to results/commands/<suite>/<test>.log; the earlier run's go
+	// first
+	commands := filepath.Join(e.Results, "commands", e.Suite)
 	if err := os.RemoveAll(commands); err != nil {
 		return fmt.Errorf("removing the earlier run's command logs: %w", err)
 	}
 	e.Run = &Runner{Kubeconfig: e.Kubeconfig, Dir: commands}
-	fmt.Printf("e2e: every command a test runs, with its output, is logged in %s/<test>.log\n", commands)
+	fmt.Printf("%s: every command a test runs, with its output, is logged in %s/<test>.log\n", e.Suite, commands)
 	// the library chart is packaged into the charts that depend on it now, so no test runs a stale copy
 	for _, c := range []string{e.Chart, e.Example} {
 		if _, err := e.Run.RunCmd(nil, Cmd{Bin: e.Helm3, Args: []string{"dependency", "build", "--skip-refresh", c}}); err != nil {
@@ -103,7 +107,7 @@ func (e *Env) Start(clusterName string) error {
 		return err
 	}
 	e.Cluster = c
-	fmt.Printf("e2e: cluster %q ready in %s (created=%v, kubeconfig %s)\n", c.Name, time.Since(start).Round(time.Second), c.Created, e.Kubeconfig)
+	fmt.Printf("%s: cluster %q ready in %s (created=%v, kubeconfig %s)\n", e.Suite, c.Name, time.Since(start).Round(time.Second), c.Created, e.Kubeconfig)
 	archives, err := filepath.Glob(filepath.Join(cache, "images", "*.tar"))
 	if err != nil || len(archives) == 0 {
 		return fmt.Errorf("no image archives in %s/images: run `make images`", cache)
@@ -113,7 +117,7 @@ func (e *Env) Start(clusterName string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("e2e: %d image archives loaded in %s\n", n, time.Since(start).Round(time.Second))
+	fmt.Printf("%s: %d image archives loaded in %s\n", e.Suite, n, time.Since(start).Round(time.Second))
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading %s: %w", e.Kubeconfig, err)

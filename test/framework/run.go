@@ -20,7 +20,7 @@ import (
 // Runner runs every program the cluster tests drive (kubectl, Helm 3 and 4, ct, git, docker, the project's
 // scripts) one way: through terratest's shell module, with the cluster's kubeconfig, standard input closed
 // unless given, and each command line, its output as it arrives and its exit written to the test's own log
-// file, results/commands/<test>.log. A failing scenario points at that file; nothing a command printed is
+// file, results/commands/<suite>/<test>.log. A failing scenario points at that file; nothing a command printed is
 // discarded. The output a caller gets is terratest's: its lines joined by "\n", without a final newline.
 type Runner struct {
 	// Kubeconfig is the cluster's kubeconfig, set as KUBECONFIG for every command.

@@ -16,9 +16,8 @@ import (
 const ScenarioFunc = "scenario"
 
 // CheckTests parses the *_test.go files in dir and returns an error naming every top-level test (TestMain
-// and the TestBenchmark tests left out) that records no scenario and is not in helpers. A test records a
-// scenario when its body calls scenario(), in a closure or a subtest too, or uses a function of the package
-// that does (as TestFluxRunsTheChartWithItsDefaults runs its subtests). A helper that is no test, or that
+// left out) that records no scenario and is not in helpers. A test records a scenario when its body calls
+// scenario(), in a closure or a subtest too, or uses a function of the package that does (as TestFluxRunsTheChartWithItsDefaults runs its subtests). A helper that is no test, or that
 // records a scenario after all, is an error too: the list stays true.
 func CheckTests(dir string, helpers []string) error {
 	paths, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
@@ -75,7 +74,7 @@ func CheckTests(dir string, helpers []string) error {
 // isTest says whether go test runs fd as a test the report must account for.
 func isTest(fd *ast.FuncDecl) bool {
 	name := fd.Name.Name
-	if !strings.HasPrefix(name, "Test") || name == "TestMain" || strings.HasPrefix(name, BenchmarkSkip) {
+	if !strings.HasPrefix(name, "Test") || name == "TestMain" {
 		return false
 	}
 	if r, _ := utf8.DecodeRuneInString(name[len("Test"):]); unicode.IsLower(r) {

@@ -31,7 +31,6 @@ func fluxUpgrades(t *testing.T) { scenario(t, "flux-upgrades", "flux") }
 
 func TestMain(m *testing.M) {}
 
-func TestBenchmarkSomething(t *testing.T) {}
 `
 
 func TestEveryTestMustRecordAScenarioOrBeAListedHelper(t *testing.T) {

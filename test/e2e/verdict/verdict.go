@@ -18,9 +18,6 @@ const (
 	Incomplete = "incomplete"
 )
 
-// BenchmarkSkip is the -skip pattern `make test-e2e` passes: the benchmarks run apart, through `make bench`.
-const BenchmarkSkip = "TestBenchmark"
-
 // ResultOf is a scenario's result from its test: a failure wins over a skip.
 func ResultOf(failed, skipped bool) string {
 	switch {
@@ -144,14 +141,14 @@ type Flags struct {
 	List string // -test.list: the tests are listed, none runs
 }
 
-// Filter says how the run is not the full suite, or "" when it is: no -run, no -list, and -skip empty or
-// exactly the benchmarks' pattern that `make test-e2e` passes.
+// Filter says how the run is not the full suite, or "" when it is: no -run, no -skip, no -list (the
+// benchmarks are a package of their own, test/bench, so nothing needs skipping).
 func (f Flags) Filter() string {
 	var by []string
 	if f.Run != "" {
 		by = append(by, fmt.Sprintf("-run %q", f.Run))
 	}
-	if f.Skip != "" && f.Skip != BenchmarkSkip {
+	if f.Skip != "" {
 		by = append(by, fmt.Sprintf("-skip %q", f.Skip))
 	}
 	if f.List != "" {

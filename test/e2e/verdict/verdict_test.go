@@ -17,7 +17,7 @@ func passed(names ...string) []Reported {
 }
 
 // full is `make test-e2e`'s flags: the benchmarks skipped, nothing else filtered.
-var full = Flags{Skip: BenchmarkSkip}
+var full = Flags{}
 
 func TestAScenarioIsSkippedOnlyWhenItDidNotFail(t *testing.T) {
 	assert.Equal(t, Pass, ResultOf(false, false))
@@ -107,16 +107,16 @@ func TestTheVerdictIsPassOnlyWhenAFinishedRunRanEveryExpectedScenarioOnceAndAllP
 	}
 }
 
-func TestOnlyARunWithoutRunOrListAndWithoutASkipBeyondTheBenchmarksIsTheFullSuite(t *testing.T) {
+func TestOnlyARunWithoutRunSkipOrListIsTheFullSuite(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		flags  Flags
 		filter string
 	}{
 		{"no flags", Flags{}, ""},
-		{"make test-e2e's -skip TestBenchmark", full, ""},
-		{"a -run pattern", Flags{Run: "TestFlux|TestArgoCD", Skip: BenchmarkSkip}, `-run "TestFlux|TestArgoCD"`},
-		{"another -skip pattern", Flags{Skip: "TestBenchmark|TestFlux"}, `-skip "TestBenchmark|TestFlux"`},
+		{"a -run pattern", Flags{Run: "TestFlux|TestArgoCD"}, `-run "TestFlux|TestArgoCD"`},
+		{"a -skip pattern", Flags{Skip: "TestFlux"}, `-skip "TestFlux"`},
+		{"both", Flags{Run: "TestFlux", Skip: "TestFluxRuns"}, `-run "TestFlux" -skip "TestFluxRuns"`},
 		{"a -list pattern", Flags{List: "."}, `-list "."`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,7 +165,7 @@ func TestAFullRunExitsOneUnlessItsVerdictIsPassAndAFilteredRunKeepsGoTestsCode(t
 		},
 		{
 			name:     "a filtered run is not enforced and keeps go test's 0",
-			flags:    Flags{Run: "TestRollback", Skip: BenchmarkSkip},
+			flags:    Flags{Run: "TestRollback"},
 			reported: passed("rollback"),
 			exit:     0,
 			line:     `e2e verdict INCOMPLETE, not enforced: the run was filtered (-run "TestRollback"); go test's own exit code 0 stands`,

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e
+package bench
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ func TestBenchmarkRolloutWithMoreReplicas(t *testing.T) {
 	for _, n := range envList(t, "BENCH_ROLLOUT_REPLICAS", "2,10,30") {
 		for _, g := range strings.Split(envOr("BENCH_ROLLOUT_GATES", "watch,none,app"), ",") {
 			v := &rolloutVariant{replicas: n, gate: g}
-			v.rel = env.NewRelease(t, env.NewNamespace(t, fmt.Sprintf("bench-ro%d-%s", n, g), restricted), "app", env.Helm4)
+			v.rel = env.NewRelease(t, env.NewNamespace(t, fmt.Sprintf("bench-ro%d-%s", n, g), framework.Restricted()), "app", env.Helm4)
 			v.rel.MustDeploy(v.values(""))
 			variants = append(variants, v)
 		}

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e
+package bench
 
 import (
 	"context"
@@ -222,14 +222,14 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 	}
 	for i, v := range variants {
 		v.phases = map[string][]float64{}
-		v.rel = env.NewRelease(t, env.NewNamespace(t, fmt.Sprintf("bench-up%d", i), restricted), "app", v.helm)
+		v.rel = env.NewRelease(t, env.NewNamespace(t, fmt.Sprintf("bench-up%d", i), framework.Restricted()), "app", v.helm)
 		if v.values["migration"] != nil && v.values["migration"].(map[string]any)["enabled"] == false {
 			// without the migration the schema must exist: install with it, then turn it off
 			v.rel.MustDeploy(framework.BaseValues())
 		}
 		v.rel.MustDeploy(framework.Merge(framework.BaseValues(), v.values))
 	}
-	floorNS := env.NewNamespace(t, "bench-floor", restricted)
+	floorNS := env.NewNamespace(t, "bench-floor", framework.Restricted())
 	var bareHarness, bareAPI []float64
 	bareJob(t, floorNS, -1) // a warm-up, not a sample: the first Job of a new namespace pays for its setup
 	for i := 0; i < runs; i++ {

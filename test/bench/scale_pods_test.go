@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e
+package bench
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/premigrate/premigrate/test/framework"
+	"github.com/premigrate/premigrate/test/kindcluster"
 )
 
 // The waiters at scale as pods on the node, where the node allows (it holds about 110 pods): N pods on one
@@ -47,7 +48,7 @@ type podScaleRun struct {
 
 func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 	ctx := context.Background()
-	ns := env.NewNamespace(t, "bench-scalepods", restricted)
+	ns := env.NewNamespace(t, "bench-scalepods", framework.Restricted())
 	createWaiterRBAC(t, ns)
 	window := time.Duration(envInt("BENCH_SCALE_WINDOW", 20)) * time.Second
 	var runs []podScaleRun
@@ -183,7 +184,7 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 // has whole seconds). The node runs on this machine, so its clock is the harness's.
 func waitingContainerExits(t *testing.T, ns, id string) map[string]time.Time {
 	t.Helper()
-	node := clusterName() + "-control-plane"
+	node := kindcluster.Name() + "-control-plane"
 	ids, err := env.Run.Stdout(t, "docker", "exec", node, "crictl", "ps", "-a", "-q", "--name", "^wait$", "--label", "io.kubernetes.pod.namespace="+ns)
 	if err != nil {
 		t.Fatalf("listing the waiting containers on %s: %v", node, err)

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e
+package bench
 
 import (
 	"bufio"
@@ -140,7 +140,7 @@ type scaleRun struct {
 
 func TestBenchmarkWaitersAtScale(t *testing.T) {
 	ctx := context.Background()
-	ns := env.NewNamespace(t, "bench-scale", restricted)
+	ns := env.NewNamespace(t, "bench-scale", framework.Restricted())
 	createWaiterRBAC(t, ns)
 	creds := newWaiterCreds(t, ns)
 	gateBin := buildBenchBinary(t, "./cmd/gate")

@@ -1,10 +1,6 @@
 //go:build e2e
 
-package e2e
-
-// The benchmarks of `make bench` (selected with -run TestBenchmark; `make test-e2e` leaves them out with
-// -skip). They measure, they do not assert targets: the numbers go to results/bench-<time>.json and
-// BENCHMARKS.md keeps the latest with the commands to reproduce them.
+package bench
 
 import (
 	"context"
@@ -155,7 +151,7 @@ func waitDecision(t *testing.T, ns, pod, timeKey string) time.Time {
 
 func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 	ctx := context.Background()
-	ns := env.NewNamespace(t, "bench-gate", restricted)
+	ns := env.NewNamespace(t, "bench-gate", framework.Restricted())
 	createWaiterRBAC(t, ns)
 	runs := envInt("BENCH_RUNS", 20)
 	var gateLat, pollLat, gateStart, pollStart []float64

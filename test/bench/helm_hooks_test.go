@@ -1,6 +1,6 @@
 //go:build e2e
 
-package e2e
+package bench
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ type hookSequence struct {
 }
 
 func TestBenchmarkHelmHookSequence(t *testing.T) {
-	rel := env.NewRelease(t, env.NewNamespace(t, "bench-hooks", restricted), "app", env.Helm4)
+	rel := env.NewRelease(t, env.NewNamespace(t, "bench-hooks", framework.Restricted()), "app", env.Helm4)
 	rel.MustDeploy(map[string]any{"env": []any{framework.EnvVar("ROUND", "install")}})
 	rounds := envInt("BENCH_UPGRADES", 9)
 	var seqs []hookSequence
