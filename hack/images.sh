@@ -12,7 +12,7 @@ OUT=$PREMIGRATE_CACHE/images; mkdir -p "$OUT"
 # an archive of an earlier appVersion would load a stale tag (only ours: hack/gitops.sh caches its own here)
 rm -f "$OUT"/gate.tar "$OUT"/demo-*.tar "$OUT"/postgres.tar "$OUT"/ledger.tar "$OUT"/bench-poller.tar "$OUT"/previous-*.tar
 W=$PREMIGRATE_CACHE/build/images; rm -rf "$W"; mkdir -p "$W"
-APP_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/charts/premigrate/Chart.yaml" 2>/dev/null || true)
+APP_VERSION=$(chart_field "$REPO_ROOT/charts/premigrate" appVersion 2>/dev/null || true)
 APP_VERSION=${APP_VERSION:-0.1.0}
 # IMAGE_SET=demo builds only what `make demo` deploys: the gate, demo v1 and v2, PostgreSQL
 IMAGE_SET=${IMAGE_SET:-all}
@@ -73,7 +73,7 @@ say "image premigrate/postgres:15"
 
 if [ "$IMAGE_SET" = all ]; then
 # the adopter example's app (examples/ledger), its version from its chart
-LEDGER_VERSION=$(awk '/^appVersion:/{gsub(/"/,"",$2); print $2}' "$REPO_ROOT/examples/ledger/chart/Chart.yaml")
+LEDGER_VERSION=$(chart_field "$REPO_ROOT/examples/ledger/chart" appVersion)
 mk -o "$OUT/ledger.tar" -tag "premigrate/ledger:$LEDGER_VERSION" -base -file "$W/ledger:/ledger" \
   -entrypoint /ledger -user 65532:65532 -env "$PATH_ENV"
 say "image premigrate/ledger:$LEDGER_VERSION (the adopter example)"

@@ -52,6 +52,10 @@ key() {
     echo "$ETCD_IMAGE_TAG $COREDNS_VERSION $PAUSE_TAG"; cat "$@"; } | sha256sum | cut -c1-12
 }
 
+# chart_field DIR FIELD prints a top-level field of DIR/Chart.yaml (version, appVersion), quotes removed;
+# nothing when it is not there. Every script reads chart versions through it.
+chart_field() { awk -v k="$2:" '$1 == k {gsub(/"/, "", $2); print $2; exit}' "$1/Chart.yaml"; }
+
 need_root() { [ "$(id -u)" = 0 ] || { echo "error: $1 needs root (or install it by hand)" >&2; exit 1; }; }
 
 # apt_install PKG...: installs the Debian packages that are missing, once.

@@ -61,7 +61,7 @@ chart_versions() {
   prev=$(sed -n 's/^commit=//p' hack/previous-release)
   git cat-file -e "$prev^{commit}" || { echo "the previous release's commit $prev is not in this clone"; return 1; }
   for c in "$CHART" charts/premigrate-lib "$EXAMPLE"; do
-    new=$(awk '/^version:/{print $2}' "$c/Chart.yaml")
+    new=$(chart_field "$c" version)
     if ! old=$(git show "$prev:$c/Chart.yaml" 2>/dev/null | awk '/^version:/{print $2}') || [ -z "$old" ]; then
       echo "$c: $new (new since the previous release)"; continue
     fi

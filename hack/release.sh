@@ -13,8 +13,7 @@ RELEASE_POSTGRES=${RELEASE_POSTGRES:-auto}
 DIST=$REPO_ROOT/dist OUT=$REPO_ROOT/dist/oci
 W=$PREMIGRATE_CACHE/build/release DEBS=$PREMIGRATE_CACHE/release/debs
 CHART=charts/premigrate
-field() { awk -v k="$1:" '$1 == k {gsub(/"/, "", $2); print $2; exit}' "$CHART/Chart.yaml"; }
-APP_VERSION=$(field appVersion) CHART_VERSION=$(field version)
+APP_VERSION=$(chart_field "$CHART" appVersion) CHART_VERSION=$(chart_field "$CHART" version)
 [ -n "$APP_VERSION" ] && [ -n "$CHART_VERSION" ] || { echo "error: no version/appVersion in $CHART/Chart.yaml" >&2; exit 1; }
 # every timestamp in the layout is the last commit's: the same commit gives the same digests
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
