@@ -21,8 +21,13 @@ import (
 // (framework.Env). TestMain sets it up before any test runs.
 var env *framework.Env
 
-// Every scenario runs in parallel, as much at once as the scheduler of share_test.go lets it: heavy and whole-
-// cluster scenarios first, then the light ones, four at a time.
+// The files are grouped by the clause of the promise their scenarios prove (framework.Promises), which is
+// also how the report groups its rows: before_ (no app pod starts before its migration ran), database_ (the
+// records describe this database), once_ (no migration runs twice or at once), forward_ (never backwards, no
+// data dropped unasked), failures_ (a migration that cannot run stops the deploy), paths_ (install, upgrade,
+// rollback, reinstall, TTL), gitops_, adoption_ and privilege_. The harness is main_test.go (set-up, the
+// verdict), report_test.go, scenarios_test.go (scenario()) and share_test.go (the scheduler: every scenario runs
+// in parallel, as much at once as it lets it, heavy and whole-cluster scenarios first).
 
 // helperTests are the tests that record no scenario: the report does not list them, and go test's own exit
 // code, which the verdict takes in, covers them. Every other test must call scenario() (verdict.CheckTests).

@@ -9,22 +9,85 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/premigrate/premigrate/internal/demo/migrate"
-
 	"github.com/premigrate/premigrate/test/framework"
 )
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	controlTimeClauseScenario = scenarios.Declare(framework.Before, "control-time-clause")
-	noHooksUpgradeScenario    = scenarios.Declare(framework.EveryPath, "no-hooks-upgrade")
+	controlTimeClauseScenario         = scenarios.Declare(framework.Before, "control-time-clause")
+	controlJobModeWithoutGateScenario = scenarios.Declare(framework.Before, "control-1")
+	controlGateAlwaysLetsGoScenario   = scenarios.Declare(framework.Before, "control-2")
 )
 
+// Negative controls: the protection removed, the same oracle. The witness (the app's own record of its start
+// and the schema it saw, the migration's own record in the database) must report the violation; if it did
+// not, the scenarios that pass on it would prove nothing.
+func TestTheWitnessCatchesPodsThatStartBeforeTheirMigration(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
+	slow := []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "8s")}
+	cases := []struct {
+		name     string
+		scenario framework.Scenario
+		helm     bool // helm install; else helm template | kubectl apply
+		values   map[string]any
+	}{
+		{
+			name:     "job mode without the gate: the pods race the Job",
+			scenario: controlJobModeWithoutGateScenario,
+			values: map[string]any{
+				"migration":  map[string]any{"mode": "job", "env": slow},
+				"gate":       map[string]any{"mode": "none"},
+				"postgresql": map[string]any{"auth": map[string]any{"password": "control-password"}},
+			},
+		},
+		{
+			name:     "a gate that always lets go",
+			scenario: controlGateAlwaysLetsGoScenario,
+			helm:     true,
+			values: map[string]any{
+				"migration": map[string]any{"env": slow},
+				// the command-mode gate running `demo help`, which exits 0 at once whatever the schema
+				"gate": map[string]any{"mode": "command", "args": []any{"help"}},
+			},
+		},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			share(t, weightOne, 50*time.Second)
+			res := scenario(t, c.scenario, env.Kubectl)
+			ctx := context.Background()
+			ns := env.NewNamespace(t, fmt.Sprintf("control%d", i+1), restricted)
+			values := framework.Merge(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}), c.values)
+			r := env.NewRelease(t, ns, "app", "")
+			start := time.Now()
+			if c.helm {
+				r.Helm = env.Helm3
+				res.Helm = "helm3"
+				r.MustDeploy(values)
+			} else {
+				r.Apply(r.Template(values))
+				r.RolledOut(4 * time.Minute)
+			}
+			id := r.AppIdentity(ctx)
+			framework.WaitUntil(t, "the migration of "+id+" to finish", 3*time.Minute, func(context.Context) (bool, error) {
+				_, ok := r.MigrationFinished(id)
+				return ok, nil
+			})
+			res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+			violations := r.WitnessViolations()
+			res.Numbers["violationsCaught"] = float64(len(violations))
+			if len(violations) == 0 {
+				t.Fatalf("the protection was removed, yet the witness saw no pod start before its migration: the oracle is blind")
+			}
+			t.Logf("caught, as it must be:\n  %s", strings.Join(violations, "\n  "))
+		})
+	}
+}
+
 // The witness flags an app process for one of three reasons: it saw a schema older than its version, its
-// identity has no finished migration, or it started before that migration finished. The controls of
-// controls_test.go trip the first; this one trips only the third, which is the sole detector when an
+// identity has no finished migration, or it started before that migration finished. The other controls
+// of this file trip the first; this one trips only the third, which is the sole detector when an
 // identity changes without a schema change (an env-only change: half of the upgrade steps).
 func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *testing.T) {
 	share(t, weightOne, 50*time.Second)
@@ -94,67 +157,4 @@ func TestTheWitnessCatchesPodsThatStartBeforeAMigrationThatChangesNoSchema(t *te
 		t.Fatalf("%d pods of %s saw an older schema: this control must trip the time clause alone", bySchema, second)
 	}
 	t.Logf("caught by the time clause alone, as it must be:\n  %s", strings.Join(violations, "\n  "))
-}
-
-// `helm upgrade --no-hooks` in hook mode runs no migration: the Deployment gets the new identity's pods
-// and only the gate stands between them and the old schema. The next upgrade with hooks migrates and
-// releases them.
-func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *testing.T) {
-	share(t, weightOne, 60*time.Second)
-	res := scenario(t, noHooksUpgradeScenario, env.Helm3)
-	ctx := context.Background()
-	ns := env.NewNamespace(t, "nohooks", restricted)
-	r := env.NewRelease(t, ns, "app", env.Helm3)
-	r.MustDeploy(framework.BaseValues())
-	first := r.AppIdentity(ctx)
-
-	v2 := framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}})
-	start := time.Now()
-	env.Run.Must(t, env.Helm3, "upgrade", r.Name, env.Chart, "-n", ns, "--no-hooks", "--values", r.ValuesFile(v2))
-	second := r.AppIdentity(ctx)
-	if second == first {
-		t.Fatalf("the upgrade to v2 kept identity %s", first)
-	}
-	framework.WaitUntil(t, "a pod of "+second+" to wait in wait-for-migration", 2*time.Minute, func(context.Context) (bool, error) {
-		for _, p := range r.AppPods(ctx, second) {
-			if waitingInGate(p) {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	// held: for 30 s no pod of the new identity gets past the gate, and the old pods keep serving
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, p := range r.AppPods(ctx, second) {
-			if _, started := framework.AppStart(p); started {
-				t.Fatalf("pod %s of %s started its app container though no migration ran (--no-hooks)", p.Name, second)
-			}
-		}
-		if n := r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", second)); n != 0 {
-			t.Fatalf("the witness has %d app processes of %s, whose migration never ran", n, second)
-		}
-		time.Sleep(3 * time.Second)
-	}
-	if len(r.AppPods(ctx, first)) == 0 {
-		t.Fatalf("no pod of %s is left serving while the new ones wait", first)
-	}
-
-	// the same values with hooks: the pre-upgrade hook migrates, and the waiting pods start
-	r.MustDeploy(v2)
-	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-	if id := r.AppIdentity(ctx); id != second {
-		t.Fatalf("the upgrade with hooks changed the identity from %s to %s", second, id)
-	}
-	r.AssertWitness(ctx, second)
-}
-
-// waitingInGate is true when the pod's wait-for-migration init container is running.
-func waitingInGate(p corev1.Pod) bool {
-	for _, s := range p.Status.InitContainerStatuses {
-		if s.Name == "wait-for-migration" && s.State.Running != nil {
-			return true
-		}
-	}
-	return false
 }

@@ -23,7 +23,6 @@ var (
 	timedOutInstallRetriedScenarios = scenarios.DeclareEach(framework.Once, "timed-out-install-retried", "helm3", "helm4")
 	concurrentMigrationsScenario    = scenarios.Declare(framework.Once, "concurrent-migrations")
 	backToBackMigrationsScenario    = scenarios.Declare(framework.Once, "back-to-back-migrations")
-	heldBackOlderMigrationScenario  = scenarios.Declare(framework.Forward, "held-back-older-migration")
 )
 
 func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
@@ -313,71 +312,6 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 			t.Logf("the first upgrade, started while the install's migration ran, took %s; the upgrade's migration log:\n%s", d.Round(time.Second), log)
 		})
 	}
-}
-
-// An older deploy's migration Job that starts only after a newer deploy's migration succeeded (held back: a
-// node that was down, a quota, a Job suspended by a queueing controller) must never run: it would apply an
-// older migration after a newer one. Job mode, by `helm template | kubectl apply`: v3's Job is applied
-// suspended, v4 is applied and migrates, then v3's Job is let go. The evidence is the migration's own: no run
-// of v3's identity in demo_migrate_runs (the demo leaves a newer schema alone and records a run, so a run of
-// v3 would show there), and the schema as v4 left it.
-func TestAnOlderMigrationHeldBackUntilANewerOneSucceededNeverRuns(t *testing.T) {
-	share(t, weightOne, 75*time.Second)
-	res := scenario(t, heldBackOlderMigrationScenario, env.Kubectl)
-	ctx := context.Background()
-	ns := env.NewNamespace(t, "heldback", restricted)
-	r := env.NewRelease(t, ns, "app", "")
-	base := framework.Merge(framework.BaseValues(), map[string]any{
-		"migration":  map[string]any{"mode": "job"},
-		"postgresql": map[string]any{"auth": map[string]any{"password": "held-back-password"}},
-	})
-	r.Apply(suspendJobs(t, r.Template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v3"}}))))
-	older := r.AppIdentity(ctx)
-	olderJob := r.MigrationJob(ctx, older)
-	if olderJob == nil || olderJob.Spec.Suspend == nil || !*olderJob.Spec.Suspend {
-		t.Fatalf("v3's migration Job (identity %s) was not applied suspended: %+v", older, olderJob)
-	}
-	time.Sleep(1100 * time.Millisecond) // Jobs' creation times have a resolution of one second
-	start := time.Now()
-	r.Apply(r.Template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v4"}})))
-	newer := r.AppIdentity(ctx)
-	r.RolledOut(4 * time.Minute)
-	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
-	if _, ok := r.Records(ctx)[newer]; !ok {
-		t.Fatalf("v4's identity %s is not recorded after its rollout", newer)
-	}
-
-	env.Run.Must(t, env.Kubectl, "patch", "job", "-n", ns, olderJob.Name, "--type=merge", "-p", `{"spec":{"suspend":false}}`)
-	var finished *batchv1.Job
-	framework.WaitUntil(t, "v3's migration Job to finish", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, olderJob.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		finished = j
-		return j.Status.Succeeded > 0 || jobFailed(j), nil
-	})
-	res.Upgrades = 2
-	if n := r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + older + "'"); n != 0 {
-		t.Errorf("v3's migration ran %d times after v4's had succeeded: an older migration ran after a newer one", n)
-	}
-	if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2,3,4" {
-		t.Errorf("schema_migrations holds %q, want 1..4 as v4's migration left it", got)
-	}
-	if _, ok := r.Records(ctx)[older]; ok {
-		t.Errorf("v3's identity %s was recorded after v4's", older)
-	}
-	log, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, "job/"+olderJob.Name, "-c", "migrate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !failedFor(finished, "PodFailurePolicy") || !strings.Contains(log, "a migration never runs after one deployed after it") {
-		t.Errorf("v3's Job was not refused at once as backwards (conditions %+v); its log:\n%s", finished.Status.Conditions, log)
-	}
-	if got := r.AppIdentity(ctx); got != newer {
-		t.Errorf("the Deployment runs identity %s, want v4's %s", got, newer)
-	}
-	r.AssertWitness(ctx, newer)
 }
 
 // suspendJobs marks every Job of a rendering suspended (spec.suspend: true): its pods start only when the

@@ -25,7 +25,6 @@ var (
 	enableLaterScenarios     = scenarios.DeclareEach(framework.EveryPath, "enable-later", "helm3", "helm4")
 	jobModeRollbackScenarios = scenarios.DeclareEach(framework.EveryPath, "job-mode-rollback", "helm3", "helm4")
 	gitopsRevertTTLScenario  = scenarios.Declare(framework.EveryPath, "gitops-revert-ttl")
-	slowDatabaseScenario     = scenarios.Declare(framework.NeverSkipped, "slow-database")
 )
 
 // helmCLIs are the Helm CLIs every lifecycle scenario runs under.
@@ -410,38 +409,4 @@ func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
 		t.Errorf("schema at version %d after the revert, want 2", v)
 	}
 	r.AssertWitness(ctx, oldID)
-}
-
-// Issue: the first install with the embedded database waits for PostgreSQL, whatever the migration's own
-// retry: a migration that gives up after 1 s still succeeds when PostgreSQL takes 60 s to come up.
-func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing.T) {
-	share(t, weightOne, 75*time.Second)
-	res := scenario(t, slowDatabaseScenario, env.Helm4)
-	ctx := context.Background()
-	ns := env.NewNamespace(t, "slowdb", restricted)
-	r := env.NewRelease(t, ns, "app", env.Helm4)
-	_, d := r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{
-		"postgresql": map[string]any{"env": []any{framework.EnvVar("POSTGRES_START_DELAY", "60s")}},
-		"migration": map[string]any{"backoffLimit": 0,
-			"env": []any{framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "1s")}},
-	}))
-	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	id := r.AppIdentity(ctx)
-	name := r.Fullname() + "-migrate-" + id
-	// the gate lets the pods go on the record, written just before the Job's pod exits: the Job's own
-	// status may follow a moment later
-	framework.WaitUntil(t, "Job "+name+" to finish", time.Minute, func(ctx context.Context) (bool, error) {
-		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && (j.Status.Succeeded == 1 || jobFailed(j)), nil
-	})
-	if j := releaseJob(ctx, r, name); j.Status.Succeeded != 1 || j.Status.Failed != 0 {
-		t.Errorf("Job %s: %d succeeded, %d failed pods, want 1 and 0", name, j.Status.Succeeded, j.Status.Failed)
-	}
-	if log := jobLog(r, name); !strings.Contains(log, "waiting for PostgreSQL at") {
-		t.Errorf("the migration's log does not show the wait for PostgreSQL:\n%s", log)
-	}
-	if d < 55*time.Second {
-		t.Errorf("the install took %s although PostgreSQL was held back 60 s: the delay did not apply", d)
-	}
-	r.AssertWitness(ctx, id)
 }
