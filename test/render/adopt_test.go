@@ -1,9 +1,7 @@
 package render
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/premigrate/premigrate/test/framework"
 )
 
 // adoptStep is one block of the library README's "Adopt it": what to do (append, create, patch) to which file
@@ -44,17 +44,15 @@ func helmCLI(t *testing.T, name string) string {
 	return bin
 }
 
+// runIn runs bin in dir (the test's own folder when empty) with stdin, through the framework's one process
+// runner, and returns its standard output; an error fails the test naming the command and its output.
 func runIn(t *testing.T, dir, bin string, stdin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, errOut.String())
+	out, err := (&framework.Runner{}).RunCmd(t, framework.Cmd{Bin: bin, Args: args, Stdin: []byte(stdin), Dir: dir, Stdout: true})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out.String()
+	return out
 }
 
 // adoptIntoHelmCreate makes `helm create myapp` with cli in a temporary folder, applies the README's steps
