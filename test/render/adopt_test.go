@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/premigrate/premigrate/test/framework"
 )
@@ -140,6 +142,15 @@ func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
 				assert.Equal(t, pod.ServiceAccountName, binding.Subjects[0].Name, "the gate's Role is bound to the pods' ServiceAccount")
 				assert.Equal(t, []string{"python", "manage.py", "migrate"}, afterDashes(container(t, job.Spec.Template.Spec.Containers, "migrate").Command,
 					container(t, job.Spec.Template.Spec.Containers, "migrate").Args))
+				// the migration pod is no pod of the app: helm create's Deployment (and so its HPA) and Service
+				// select on name and instance alone, and must not take it in while it runs
+				jobPod := labels.Set(job.Spec.Template.Labels)
+				svc := mustFind[*corev1.Service](t, r, "Service", c.fullname)
+				for what, sel := range map[string]map[string]string{"Deployment": d.Spec.Selector.MatchLabels, "Service": svc.Spec.Selector} {
+					require.NotEmpty(t, sel, "the %s's selector", what)
+					assert.True(t, labels.SelectorFromSet(sel).Matches(labels.Set(d.Spec.Template.Labels)), "the %s selects the app's pods", what)
+					assert.False(t, labels.SelectorFromSet(sel).Matches(jobPod), "the %s's selector %v takes in the migration pod %v", what, sel, jobPod)
+				}
 				if c.name == "pod annotations, volumes and mounts" {
 					assert.Equal(t, "payments", d.Spec.Template.Annotations["team"])
 					assert.Equal(t, []string{"cache", "premigrate-gate-token"}, volumeNames(pod.Volumes))

@@ -50,12 +50,17 @@ spec:
   template:
     metadata:
       {{- /* Only stable labels: the pod template of a Job is immutable, and in job mode the same Job
-      name (same identity) is re-applied by every upgrade. */}}
+      name (same identity) is re-applied by every upgrade. No app.kubernetes.io/name: with it and the
+      instance the pod would match the app's own selectors (helm create's Deployment, Service, HPA and PDB
+      select on name and instance alone), and take the app's traffic or break its HPA while it runs. The app's
+      name is part-of instead. */}}
       labels:
         {{- with $p.labels }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
-        {{- include "premigrate-lib.selectorLabels" (dict "c" $c "component" "migration") | nindent 8 }}
+        app.kubernetes.io/part-of: {{ $c.name }}
+        app.kubernetes.io/instance: {{ $c.root.Release.Name }}
+        app.kubernetes.io/component: migration
         premigrate.io/identity: {{ $c.identity | quote }}
       {{- with $p.annotations }}
       annotations:
