@@ -1,6 +1,7 @@
 package render
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -212,5 +213,22 @@ func TestTheDesignNamesEveryInputTheLibraryHashesIntoTheIdentity(t *testing.T) {
 					"docs/design.md's \"Migration identity\" does not name %q, which %s hashes", key, c.define)
 			}
 		})
+	}
+}
+
+func TestTheReadmesStateTheHelmAndKubernetesVersionsTheTestsRun(t *testing.T) {
+	tools := readRepoFile(t, "hack/tools.sh")
+	lib := readRepoFile(t, "hack/lib.sh")
+	pin := func(src, name string) string {
+		t.Helper()
+		m := regexp.MustCompile(name + `=(v[0-9.]+)`).FindStringSubmatch(src)
+		require.Len(t, m, 2, "%s is pinned", name)
+		return m[1]
+	}
+	helm3, helm4, k8s := pin(tools, "HELM3_VERSION"), pin(tools, "HELM4_VERSION"), pin(lib, "K8S_VERSION")
+	for _, f := range []string{"README.md", "charts/premigrate/README.md.gotmpl", "charts/premigrate/README.md"} {
+		text := strings.Join(strings.Fields(readRepoFile(t, f)), " ")
+		assert.Contains(t, text, fmt.Sprintf("Tested with Helm %s and %s", helm3, helm4), "%s names the Helm versions make test runs", f)
+		assert.Contains(t, text, "Kubernetes "+k8s, "%s names the Kubernetes version make test runs", f)
 	}
 }
