@@ -3,6 +3,7 @@ package render
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -110,6 +111,8 @@ func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
 			{"pod annotations, volumes and mounts", []string{"podAnnotations.team=payments", "volumes[0].name=cache",
 				"volumes[0].emptyDir.medium=Memory", "volumeMounts[0].name=cache", "volumeMounts[0].mountPath=/cache"}, "rel-myapp", true},
 			{"another fullname", []string{"fullnameOverride=shop"}, "shop", true},
+			{"the app's security contexts", []string{"podSecurityContext.runAsUser=1000", "podSecurityContext.fsGroup=2000",
+				"securityContext.readOnlyRootFilesystem=true", "securityContext.runAsNonRoot=true"}, "rel-myapp", true},
 			{"the migration off", []string{"migrations.enabled=false"}, "rel-myapp", false},
 		} {
 			t.Run(cliName+" with "+c.name, func(t *testing.T) {
@@ -151,6 +154,12 @@ func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
 					assert.True(t, labels.SelectorFromSet(sel).Matches(labels.Set(d.Spec.Template.Labels)), "the %s selects the app's pods", what)
 					assert.False(t, labels.SelectorFromSet(sel).Matches(jobPod), "the %s's selector %v takes in the migration pod %v", what, sel, jobPod)
 				}
+				// the migration runs the app's image, so it runs as the app does: with helm create's empty
+				// contexts (an image that runs as root) it gets none, not the library's restricted default
+				jobSpec := job.Spec.Template.Spec
+				assert.Equal(t, pod.SecurityContext, emptyToNil(jobSpec.SecurityContext), "the migration pod's security context is the app pod's")
+				assert.Equal(t, container(t, pod.Containers, "myapp").SecurityContext,
+					container(t, jobSpec.Containers, "migrate").SecurityContext, "the migrate container's security context is the app container's")
 				if c.name == "pod annotations, volumes and mounts" {
 					assert.Equal(t, "payments", d.Spec.Template.Annotations["team"])
 					assert.Equal(t, []string{"cache", "premigrate-gate-token"}, volumeNames(pod.Volumes))
@@ -158,4 +167,12 @@ func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
 			})
 		}
 	}
+}
+
+// emptyToNil is a pod security context with nothing set as the Deployment's, which renders none: nil.
+func emptyToNil(sc *corev1.PodSecurityContext) *corev1.PodSecurityContext {
+	if sc != nil && reflect.DeepEqual(*sc, corev1.PodSecurityContext{}) {
+		return nil
+	}
+	return sc
 }
