@@ -62,6 +62,12 @@ func run(m *testing.M) int {
 		return stopped(err.Error())
 	}
 	if err := setup(); err != nil {
+		// a cluster this run made before set-up failed goes too (one it found stays, as after any run)
+		if said, cerr := env.Close(os.Getenv("KEEP_CLUSTER") == "1"); cerr != nil {
+			fmt.Fprintln(os.Stderr, "e2e teardown:", cerr)
+		} else {
+			fmt.Println(said)
+		}
 		return stopped(fmt.Sprintf("setup failed: %v", err))
 	}
 	code := m.Run()
