@@ -19,6 +19,7 @@ type Load struct {
 	t    *testing.T
 	ns   string
 	name string
+	base LoadReport // the report when the Service first answered: Stop counts from it
 }
 
 type LoadReport struct {
@@ -33,10 +34,13 @@ type LoadReport struct {
 	LongestStallMs int64    `json:"longestStallMs"`
 	Errors         []string `json:"errors"`
 	// ByVersion counts requests by the app version that answered (X-Demo-Version), "unknown" without one.
-	ByVersion map[string]struct {
-		Sent   int `json:"sent"`
-		Failed int `json:"failed"`
-	} `json:"byVersion"`
+	ByVersion map[string]VersionCounts `json:"byVersion"`
+}
+
+// VersionCounts are the requests one app version answered, and how many of them failed.
+type VersionCounts struct {
+	Sent   int `json:"sent"`
+	Failed int `json:"failed"`
 }
 
 // maxCapacityFailures is the share of a load's requests that may fail for want of capacity (timed out, refused,
@@ -98,11 +102,39 @@ func (e *Env) StartLoad(t *testing.T, ns, service string) *Load {
 		t.Fatalf("creating the load generator: %v", err)
 	}
 	lg := &Load{env: e, t: t, ns: ns, name: "load"}
-	WaitUntil(t, "the load generator to answer", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		_, err := lg.Report(ctx)
-		return err == nil, nil
+	// The load counts from the first request the Service answered: a Deployment whose pods `helm install
+	// --wait` saw Ready can still have no route through its Service for a moment (the EndpointSlice and
+	// kube-proxy follow the readiness), and the requests refused then are the cluster's start-up, before any
+	// step of the scenario (a CI run had 4 refused in the first 150 ms of a load started 0.7 s after the
+	// install's --wait returned).
+	WaitUntil(t, "the load generator's first request answered through the Service "+service, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		rep, err := lg.Report(ctx)
+		if err != nil || rep.Sent-rep.Failed < 1 {
+			return false, nil
+		}
+		lg.base = rep
+		return true, nil
 	})
 	return lg
+}
+
+// since is rep counted from base: the requests, failures and errors after it.
+func (rep LoadReport) since(base LoadReport) LoadReport {
+	rep.Sent -= base.Sent
+	rep.Failed -= base.Failed
+	rep.SchemaFailed -= base.SchemaFailed
+	if len(rep.Errors) >= len(base.Errors) {
+		rep.Errors = rep.Errors[len(base.Errors):]
+	}
+	if len(rep.ByVersion) > 0 {
+		by := make(map[string]VersionCounts, len(rep.ByVersion))
+		for v, c := range rep.ByVersion {
+			b := base.ByVersion[v]
+			by[v] = VersionCounts{Sent: c.Sent - b.Sent, Failed: c.Failed - b.Failed}
+		}
+		rep.ByVersion = by
+	}
+	return rep
 }
 
 func (l *Load) Report(ctx context.Context) (LoadReport, error) {
@@ -117,7 +149,7 @@ func (l *Load) Report(ctx context.Context) (LoadReport, error) {
 	return rep, nil
 }
 
-// Stop stops the load and returns its final report.
+// Stop stops the load and returns its final report, counted from the first request the Service answered.
 func (l *Load) Stop() LoadReport {
 	l.t.Helper()
 	ctx := context.Background()
@@ -130,5 +162,5 @@ func (l *Load) Stop() LoadReport {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	return rep
+	return rep.since(l.base)
 }
