@@ -57,6 +57,9 @@ func run(m *testing.M) int {
 	if err := verdict.CheckTests(".", helperTests); err != nil {
 		return stopped(fmt.Sprintf("checking the tests: %v", err))
 	}
+	if err := verdict.CheckPromises(".", verdict.PromiseFiles); err != nil {
+		return stopped(fmt.Sprintf("checking the tests: %v", err))
+	}
 	flag.Parse() // TestMain reads go test's flags before m.Run parses them
 	if err := checkParallel(); err != nil {
 		return stopped(err.Error())
