@@ -94,8 +94,18 @@ test-fast: lint test-unit test-render test-mutants-unit ## everything that needs
 E2E_CAPACITY ?= 3
 export E2E_CAPACITY
 
+# The release the cluster tests push to a registry on kind and install from it (test/e2e/adoption_registry_test.go):
+# `make release` without PostgreSQL (its arm64 packages are a download the tests do not need), in the cache
+export PREMIGRATE_RELEASE_DIST := $(PREMIGRATE_CACHE)/release-e2e
+
+.PHONY: release-e2e
+release-e2e: tools
+	@mkdir -p "$(PREMIGRATE_CACHE)/logs" && RELEASE_POSTGRES=0 RELEASE_DIST="$(PREMIGRATE_RELEASE_DIST)" hack/release.sh >"$(PREMIGRATE_CACHE)/logs/release-e2e.log" 2>&1 || \
+	  { tail -n 30 "$(PREMIGRATE_CACHE)/logs/release-e2e.log"; exit 1; }
+	@echo "release for the cluster tests: $(PREMIGRATE_RELEASE_DIST)/oci (log: $(PREMIGRATE_CACHE)/logs/release-e2e.log)"
+
 .PHONY: test-e2e
-test-e2e: tools chart-deps images gitops-images ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
+test-e2e: tools chart-deps images gitops-images release-e2e ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
 	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Builds premigrate's images as docker-archive tarballs, offline (no base image is pulled: mkimg writes the
 # layers itself), into $PREMIGRATE_CACHE/images. The test harness and the demo load them into kind.
-#   premigrate/gate:<appVersion>         static /gate, nonroot, no shell
-#   premigrate/demo:v1..v7, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
-#   premigrate/postgres:15               Debian bookworm's PostgreSQL 15 with the official image's interface
+#   ghcr.io/premigrate/gate:<appVersion>         static /gate, nonroot, no shell
+#   ghcr.io/premigrate/demo:v1..v7, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
+#   ghcr.io/premigrate/postgres:15               Debian bookworm's PostgreSQL 15 with the official image's interface
 #   premigrate/ledger:<its appVersion>   the adopter example's app (examples/ledger)
 #   premigrate/bench-poller:dev          kubectl polling every 2 s: the baseline of make bench
+#   premigrate/registry:dev              distribution's OCI registry (bin/registry): the release is pushed to it on kind
 #   premigrate/gate, premigrate/demo at the previous release's appVersion (hack/previous-release)
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 OUT=$PREMIGRATE_CACHE/images; mkdir -p "$OUT"
 # an archive of an earlier appVersion would load a stale tag (only ours: hack/gitops.sh caches its own here)
-rm -f "$OUT"/gate.tar "$OUT"/demo-*.tar "$OUT"/postgres.tar "$OUT"/ledger.tar "$OUT"/bench-poller.tar "$OUT"/previous-*.tar
+rm -f "$OUT"/gate.tar "$OUT"/demo-*.tar "$OUT"/postgres.tar "$OUT"/ledger.tar "$OUT"/bench-poller.tar "$OUT"/registry.tar "$OUT"/previous-*.tar
 W=$PREMIGRATE_CACHE/build/images; rm -rf "$W"; mkdir -p "$W"
 APP_VERSION=$(chart_field "$REPO_ROOT/charts/premigrate" appVersion 2>/dev/null || true)
 APP_VERSION=${APP_VERSION:-0.1.0}
@@ -34,16 +35,16 @@ GOWORK=off CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$W/ledger" ./ex
 # 65532 and postgres 999, nsswitch.conf, a sticky /tmp), the one `make release` ships
 mk() { "$W/mkimg" "$@" >/dev/null; }
 
-mk -o "$OUT/gate.tar" -tag "premigrate/gate:$APP_VERSION" -base -file "$W/gate:/gate" \
+mk -o "$OUT/gate.tar" -tag "ghcr.io/premigrate/gate:$APP_VERSION" -base -file "$W/gate:/gate" \
   -entrypoint /gate -user 65532:65532 -env "$PATH_ENV"
-say "image premigrate/gate:$APP_VERSION ($(du -h "$W/gate" | cut -f1) binary)"
+say "image ghcr.io/premigrate/gate:$APP_VERSION ($(du -h "$W/gate" | cut -f1) binary)"
 demo_image() { # demo_image TAG DEMO_VERSION
-  mk -o "$OUT/demo-$1.tar" -tag "premigrate/demo:$1" -base -file "$W/demo:/demo" -entrypoint /demo \
+  mk -o "$OUT/demo-$1.tar" -tag "ghcr.io/premigrate/demo:$1" -base -file "$W/demo:/demo" -entrypoint /demo \
     -user 65532:65532 -env "$PATH_ENV" -env "DEMO_VERSION=$2"
 }
 for v in $(seq 1 "$DEMO_VERSIONS"); do demo_image "v$v" "$v"; done
 demo_image "$APP_VERSION" 1
-say "images premigrate/demo:v1..v$DEMO_VERSIONS (v1 also :$APP_VERSION)"
+say "images ghcr.io/premigrate/demo:v1..v$DEMO_VERSIONS (v1 also :$APP_VERSION)"
 
 # PostgreSQL: SIGINT stops it (a fast shutdown, as the official image does: SIGTERM would wait for every
 # client to disconnect). Debian's postgresql-15 files from this (bookworm) host, with every library they load,
@@ -66,10 +67,10 @@ ln -sfn usr/lib "$P/lib"; ln -sfn usr/lib64 "$P/lib64"; ln -sfn usr/bin "$P/bin"
 cp "$W/postgres-init" "$P/usr/local/bin/postgres-init"
 # no chown in the image layers: the directories postgres writes to are world-writable and sticky
 chmod 1777 "$P/var/run/postgresql" "$P/var/lib/postgresql/data"
-mk -o "$OUT/postgres.tar" -tag premigrate/postgres:15 -base -dir "$P:/" \
+mk -o "$OUT/postgres.tar" -tag ghcr.io/premigrate/postgres:15 -base -dir "$P:/" \
   -entrypoint /usr/local/bin/postgres-init -user 999:999 -stop-signal SIGINT \
   -env "PATH=/usr/local/bin:$PG/bin:/usr/bin:/bin" -env PGDATA=/var/lib/postgresql/data -env LANG=C.UTF-8
-say "image premigrate/postgres:15"
+say "image ghcr.io/premigrate/postgres:15"
 
 if [ "$IMAGE_SET" = all ]; then
 # the adopter example's app (examples/ledger), its version from its chart
@@ -84,6 +85,13 @@ KUBECTL=$REPO_ROOT/bin/kubectl
 mk -o "$OUT/bench-poller.tar" -tag premigrate/bench-poller:dev -base -file "$W/bench-poller:/bench-poller" \
   -file "$(readlink -f "$KUBECTL"):/usr/local/bin/kubectl" -entrypoint /bench-poller -user 65532:65532 -env "$PATH_ENV"
 say "image premigrate/bench-poller:dev (baseline for make bench)"
+
+# the registry the cluster tests push `make release` to, and the nodes pull from (hack/tools.sh builds it)
+REGISTRY_BIN=$REPO_ROOT/bin/registry
+[ -x "$REGISTRY_BIN" ] || { echo "error: $REGISTRY_BIN is missing: run make tools" >&2; exit 1; }
+mk -o "$OUT/registry.tar" -tag premigrate/registry:dev -base -file "$(readlink -f "$REGISTRY_BIN"):/registry" \
+  -entrypoint /registry -user 65532:65532 -env "$PATH_ENV"
+say "image premigrate/registry:dev ($(basename "$(readlink -f "$REGISTRY_BIN")"), the release's registry on kind)"
 
 # The previous chart release's gate and demo images, under its appVersion's tags, built from its own
 # sources (hack/previous-release): the cluster tests upgrade a release of that chart to this one.

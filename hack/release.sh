@@ -1,30 +1,37 @@
 #!/usr/bin/env bash
-# Builds the release, offline, into the OCI image layout dist/oci (make release):
-#   premigrate/gate:<appVersion>, premigrate/demo:<appVersion>   image indexes, linux/amd64 + linux/arm64
-#   premigrate/postgres:15                                       the same, when Debian's packages are reachable
-#   premigrate/charts/premigrate:<version>                       the packaged chart as Helm's OCI artifact
-# and the packaged chart itself, dist/premigrate-<version>.tgz (what `helm push` takes). Nothing is pulled: the
+# Builds the release, offline, into the OCI image layout dist/oci (make release), each reference named where it is
+# published (what the charts' defaults and the library's README name; `hack/release push` copies them there):
+#   ghcr.io/premigrate/gate:<appVersion>, ghcr.io/premigrate/demo:<appVersion>   image indexes, linux/amd64 + arm64
+#   ghcr.io/premigrate/postgres:15                        the same, when Debian's packages are reachable
+#   ghcr.io/premigrate/charts/premigrate:<version>        the packaged chart as Helm's OCI artifact
+#   ghcr.io/premigrate/charts/premigrate-lib:<version>    the library chart, the same way
+# and the packaged charts themselves, dist/premigrate-<version>.tgz, dist/premigrate-lib-<version>.tgz. Nothing is pulled: the
 # images are written by hack/release, PostgreSQL comes from Debian bookworm's packages of each architecture.
 #   RELEASE_POSTGRES=auto (default: PostgreSQL when Debian's amd64 and arm64 packages are reachable), 1 (must), 0 (never)
+#   RELEASE_DIST=<folder> instead of dist/
+# `go run ./hack/release push` copies the layout to ghcr.io/premigrate (the release workflow), or --to a mirror.
 # Then hack/release verify checks both platforms of every index and the binaries' ELF machine.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$REPO_ROOT"
 RELEASE_POSTGRES=${RELEASE_POSTGRES:-auto}
-DIST=$REPO_ROOT/dist OUT=$REPO_ROOT/dist/oci
+# RELEASE_DIST: where the layout and the packaged charts go (the cluster tests build theirs in the cache)
+DIST=${RELEASE_DIST:-$REPO_ROOT/dist}; OUT=$DIST/oci
 W=$PREMIGRATE_CACHE/build/release DEBS=$PREMIGRATE_CACHE/release/debs
-CHART=charts/premigrate
+CHART=charts/premigrate LIB=charts/premigrate-lib
 APP_VERSION=$(chart_field "$CHART" appVersion) CHART_VERSION=$(chart_field "$CHART" version)
-[ -n "$APP_VERSION" ] && [ -n "$CHART_VERSION" ] || { echo "error: no version/appVersion in $CHART/Chart.yaml" >&2; exit 1; }
+LIB_VERSION=$(chart_field "$LIB" version)
+[ -n "$APP_VERSION" ] && [ -n "$CHART_VERSION" ] && [ -n "$LIB_VERSION" ] || {
+  echo "error: no version/appVersion in $CHART/Chart.yaml, or no version in $LIB/Chart.yaml" >&2; exit 1; }
 # every timestamp in the layout is the last commit's: the same commit gives the same digests
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 export SOURCE_DATE_EPOCH
 say "release: chart $CHART_VERSION, appVersion $APP_VERSION, timestamps $(date -u -d "@$SOURCE_DATE_EPOCH" +%FT%TZ)"
 
 mkdir -p "$DIST"
-rm -f "$DIST/premigrate-$CHART_VERSION.tgz"
-step release-chart-package sh -c "bin/helm dependency build --skip-refresh $CHART && bin/helm package $CHART -d '$DIST'"
-TGZ=$DIST/premigrate-$CHART_VERSION.tgz
-[ -f "$TGZ" ] || { echo "error: helm package wrote no $TGZ" >&2; exit 1; }
+rm -f "$DIST/premigrate-$CHART_VERSION.tgz" "$DIST/premigrate-lib-$LIB_VERSION.tgz"
+step release-chart-package sh -c "bin/helm dependency build --skip-refresh $CHART && bin/helm package $CHART -d '$DIST' && bin/helm package $LIB -d '$DIST'"
+TGZ=$DIST/premigrate-$CHART_VERSION.tgz LIB_TGZ=$DIST/premigrate-lib-$LIB_VERSION.tgz
+for f in "$TGZ" "$LIB_TGZ"; do [ -f "$f" ] || { echo "error: helm package wrote no $f" >&2; exit 1; }; done
 
 # ---- PostgreSQL 15 root filesystems, one per architecture, from Debian's packages ----
 # The file set of hack/images.sh (the server and client of /usr/lib/postgresql/15, /usr/share/postgresql/15,
@@ -145,10 +152,11 @@ case $RELEASE_POSTGRES in
 esac
 
 go build -trimpath -o "$PREMIGRATE_CACHE/build/release-tool" ./hack/release
-step release-build "$PREMIGRATE_CACHE/build/release-tool" build --out "$OUT" --app-version "$APP_VERSION" --chart "$TGZ" "${PG_FLAGS[@]}"
-verify=(--layout "$OUT" --app-version "$APP_VERSION" --chart-version "$CHART_VERSION")
+step release-build "$PREMIGRATE_CACHE/build/release-tool" build --out "$OUT" --app-version "$APP_VERSION" \
+  --chart "$TGZ" --chart "$LIB_TGZ" "${PG_FLAGS[@]}"
+verify=(--layout "$OUT" --app-version "$APP_VERSION" --chart-version "$CHART_VERSION" --library-version "$LIB_VERSION")
 (( ${#PG_FLAGS[@]} )) && verify+=(--require-postgres)
 "$PREMIGRATE_CACHE/build/release-tool" verify "${verify[@]}"
 rm -rf "$W" "$PREMIGRATE_CACHE/build/release-tool"
-say "release: OCI layout $OUT ($(du -sh "$OUT" | cut -f1), $(find "$OUT/blobs" -type f | wc -l) blobs), chart $TGZ"
+say "release: OCI layout $OUT ($(du -sh "$OUT" | cut -f1), $(find "$OUT/blobs" -type f | wc -l) blobs), charts $TGZ $LIB_TGZ"
 grep -o '"org.opencontainers.image.ref.name": *"[^"]*"' "$OUT/index.json" | cut -d'"' -f4 | sed 's/^/  /'

@@ -6,6 +6,9 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 HELM3_VERSION=v3.22.0 HELM4_VERSION=v4.3.1 CT_VERSION=v3.14.0 KUBECONFORM_VERSION=v0.7.0
 HELM_DOCS_VERSION=v1.14.2 GOLANGCI_LINT_VERSION=v2.15.0 GATEWAY_API_VERSION=v1.4.0
+# crane (the README's mirroring command) and the registry the release is pushed to on kind (the OCI distribution
+# reference implementation, static: it runs in an image of its own)
+CRANE_VERSION=v0.22.1 DISTRIBUTION_VERSION=v3.1.2
 T=$PREMIGRATE_CACHE/tools; mkdir -p "$T" "$REPO_ROOT/bin"
 export GOFLAGS=-buildvcs=false
 
@@ -18,7 +21,7 @@ tool() {
 }
 # want NAME: whether NAME is one of the tools to install
 want() { [ -z "${PREMIGRATE_TOOLS:-}" ] || [[ " $PREMIGRATE_TOOLS " == *" $1 "* ]]; }
-ALL_TOOLS="helm helm4 kubeconform helm-docs golangci-lint ct kind kubectl kubeconform-schemas yamllint"
+ALL_TOOLS="helm helm4 kubeconform helm-docs golangci-lint ct kind kubectl kubeconform-schemas yamllint crane registry"
 for n in ${PREMIGRATE_TOOLS:-}; do
   [[ " $ALL_TOOLS " == *" $n "* ]] || { echo "error: PREMIGRATE_TOOLS names \"$n\", which is not one of: $ALL_TOOLS" >&2; exit 2; }
 done
@@ -47,6 +50,13 @@ if want helm4; then
 fi
 if want kubeconform; then
   tool kubeconform "$KUBECONFORM_VERSION" gobin "github.com/yannh/kubeconform/cmd/kubeconform@$KUBECONFORM_VERSION" -ldflags "-s -w"
+fi
+if want crane; then
+  tool crane "$CRANE_VERSION" gobin "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION" -ldflags "-s -w"
+fi
+if want registry; then
+  static_gobin() { CGO_ENABLED=0 gobin "$@"; }
+  tool registry "$DISTRIBUTION_VERSION" static_gobin "github.com/distribution/distribution/v3/cmd/registry@$DISTRIBUTION_VERSION" -ldflags "-s -w"
 fi
 if want helm-docs; then
   tool helm-docs "$HELM_DOCS_VERSION" gobin "github.com/norwoodj/helm-docs/cmd/helm-docs@$HELM_DOCS_VERSION" -ldflags "-s -w"

@@ -23,6 +23,9 @@ import (
 )
 
 const (
+	// registry is where premigrate's images and charts are published, and the prefix of every reference in the
+	// layout: the charts' default image repositories and the library's README name it
+	registry          = "ghcr.io/premigrate"
 	annotationRefName = "org.opencontainers.image.ref.name"
 	sourceURL         = "https://github.com/premigrate/premigrate"
 	// pathEnv is the PATH of the gate's and the demo's images (hack/images.sh)
@@ -39,7 +42,7 @@ var platforms = []v1.Platform{
 type buildOptions struct {
 	Out        string      // OCI image layout folder, replaced
 	AppVersion string      // main.version of the binaries
-	Chart      string      // packaged chart (.tgz); empty: no chart artifact
+	Charts     []string    // packaged charts (.tgz), each added as an OCI artifact
 	Repo       string      // where `go build` runs
 	Created    time.Time   // every timestamp of the output
 	Images     []imageSpec // what to build
@@ -47,7 +50,7 @@ type buildOptions struct {
 
 // imageSpec describes one multi-platform image, the way hack/images.sh describes the single-platform one.
 type imageSpec struct {
-	Ref        string            // premigrate/gate:0.2.0, the layout's ref name
+	Ref        string            // ghcr.io/premigrate/gate:0.2.0, the layout's ref name
 	Binaries   map[string]string // Go package (relative to Repo) -> path in the image
 	Rootfs     map[string]string // architecture -> a folder copied to / in the same layer as the binaries
 	Entrypoint []string
@@ -58,17 +61,17 @@ type imageSpec struct {
 
 func defaultImages(appVersion string) []imageSpec {
 	return []imageSpec{
-		{Ref: "premigrate/gate:" + appVersion, Binaries: map[string]string{"./cmd/gate": "/gate"},
+		{Ref: registry + "/gate:" + appVersion, Binaries: map[string]string{"./cmd/gate": "/gate"},
 			Entrypoint: []string{"/gate"}, User: "65532:65532", Env: []string{pathEnv}},
-		{Ref: "premigrate/demo:" + appVersion, Binaries: map[string]string{"./cmd/demo": "/demo"},
+		{Ref: registry + "/demo:" + appVersion, Binaries: map[string]string{"./cmd/demo": "/demo"},
 			Entrypoint: []string{"/demo"}, User: "65532:65532", Env: []string{pathEnv, "DEMO_VERSION=1"}},
 	}
 }
 
-// postgresImage is premigrate/postgres:15 from a Debian PostgreSQL 15 root filesystem per architecture
+// postgresImage is ghcr.io/premigrate/postgres:15 from a Debian PostgreSQL 15 root filesystem per architecture
 // (hack/release.sh prepares them as hack/images.sh does) and cmd/postgres-init.
 func postgresImage(rootfs map[string]string) imageSpec {
-	return imageSpec{Ref: "premigrate/postgres:15", Rootfs: rootfs,
+	return imageSpec{Ref: registry + "/postgres:15", Rootfs: rootfs,
 		Binaries:   map[string]string{"./cmd/postgres-init": "/usr/local/bin/postgres-init"},
 		Entrypoint: []string{"/usr/local/bin/postgres-init"}, User: "999:999", StopSignal: "SIGINT",
 		Env: []string{"PATH=/usr/local/bin:/usr/lib/postgresql/15/bin:/usr/bin:/bin", "PGDATA=/var/lib/postgresql/data", "LANG=C.UTF-8"}}
@@ -141,8 +144,8 @@ func build(ctx context.Context, opts buildOptions, stdout io.Writer) error {
 		d, _ := idx.Digest()
 		slog.Info("image index written", "ref", im.Ref, "digest", d.String(), "took", time.Since(t).Round(time.Millisecond))
 	}
-	if opts.Chart != "" {
-		art, ref, err := chartArtifact(opts.Chart, opts.Created)
+	for _, chart := range opts.Charts {
+		art, ref, err := chartArtifact(chart, opts.Created)
 		if err != nil {
 			return err
 		}
@@ -162,7 +165,7 @@ func build(ctx context.Context, opts buildOptions, stdout io.Writer) error {
 	}
 	_, _ = fmt.Fprintf(stdout, "%s: %d references in %s\n", opts.Out, len(im.Manifests), time.Since(start).Round(time.Second))
 	for _, m := range im.Manifests {
-		_, _ = fmt.Fprintf(stdout, "  %-40s %s %s\n", m.Annotations[annotationRefName], m.Digest, m.MediaType)
+		_, _ = fmt.Fprintf(stdout, "  %-50s %s %s\n", m.Annotations[annotationRefName], m.Digest, m.MediaType)
 	}
 	return nil
 }

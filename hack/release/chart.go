@@ -20,12 +20,12 @@ import (
 const (
 	helmConfigMediaType  types.MediaType = "application/vnd.cncf.helm.config.v1+json"
 	helmContentMediaType types.MediaType = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
-	chartRefPrefix                       = "premigrate/charts/"
+	chartRefPrefix                       = registry + "/charts/"
 )
 
 // chartArtifact is the packaged chart as the OCI artifact `helm push` makes: the config is the Chart.yaml
 // metadata as JSON, the one layer the .tgz itself, the manifest annotated as Helm annotates it (with created
-// fixed). It returns the artifact and its reference premigrate/charts/<name>:<version>.
+// fixed). It returns the artifact and its reference ghcr.io/premigrate/charts/<name>:<version>.
 func chartArtifact(tgz string, created time.Time) (v1.Image, string, error) {
 	data, err := os.ReadFile(tgz)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/crane"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
@@ -32,32 +36,31 @@ var created = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func testImages() []imageSpec {
 	return []imageSpec{
-		{Ref: "premigrate/gate:1.2.3", Binaries: map[string]string{helloPkg: "/gate"},
+		{Ref: "ghcr.io/premigrate/gate:1.2.3", Binaries: map[string]string{helloPkg: "/gate"},
 			Entrypoint: []string{"/gate"}, User: "65532:65532", Env: []string{pathEnv}},
-		{Ref: "premigrate/demo:1.2.3", Binaries: map[string]string{helloPkg: "/demo"},
+		{Ref: "ghcr.io/premigrate/demo:1.2.3", Binaries: map[string]string{helloPkg: "/demo"},
 			Entrypoint: []string{"/demo"}, User: "65532:65532", Env: []string{pathEnv, "DEMO_VERSION=1"}},
 	}
 }
 
-// testChart writes a packaged chart named premigrate at version into dir.
-func testChart(t *testing.T, dir, version string) string {
+// testChart writes a packaged chart named name at version into dir.
+func testChart(t *testing.T, dir, name, version string) string {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
 	for _, f := range []struct{ name, body string }{
-		{"premigrate/Chart.yaml", "apiVersion: v2\nname: premigrate\ndescription: test\ntype: application\nversion: " + version +
+		{name + "/Chart.yaml", "apiVersion: v2\nname: " + name + "\ndescription: test\ntype: application\nversion: " + version +
 			"\nappVersion: \"1.2.3\"\nhome: https://example.invalid\nsources:\n  - https://example.invalid/src\n"},
-		{"premigrate/values.yaml", "replicas: 1\n"},
+		{name + "/values.yaml", "replicas: 1\n"},
 	} {
-		name, body := f.name, f.body
-		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}))
-		_, err := io.WriteString(tw, body)
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}))
+		_, err := io.WriteString(tw, f.body)
 		require.NoError(t, err)
 	}
 	require.NoError(t, tw.Close())
 	require.NoError(t, zw.Close())
-	p := filepath.Join(dir, "premigrate-"+version+".tgz")
+	p := filepath.Join(dir, name+"-"+version+".tgz")
 	require.NoError(t, os.WriteFile(p, buf.Bytes(), 0o644))
 	return p
 }
@@ -68,7 +71,7 @@ func buildTestLayout(t *testing.T) string {
 	out := filepath.Join(dir, "oci")
 	var stdout bytes.Buffer
 	err := run(context.Background(), options{Command: "build", Build: buildOptions{
-		Out: out, AppVersion: "1.2.3", Chart: testChart(t, dir, "0.9.1"), Repo: ".", Created: created, Images: testImages(),
+		Out: out, AppVersion: "1.2.3", Charts: []string{testChart(t, dir, "premigrate", "0.9.1"), testChart(t, dir, "premigrate-lib", "0.4.2")}, Repo: ".", Created: created, Images: testImages(),
 	}}, &stdout)
 	require.NoError(t, err)
 	return out
@@ -129,10 +132,10 @@ func writeLayout(t *testing.T, adds ...mutate.IndexAddendum) string {
 	lp, err := layout.FromPath(good)
 	require.NoError(t, err)
 	require.NoError(t, lp.RemoveDescriptors(func(d v1.Descriptor) bool {
-		return d.Annotations[annotationRefName] == "premigrate/gate:1.2.3"
+		return d.Annotations[annotationRefName] == "ghcr.io/premigrate/gate:1.2.3"
 	}))
 	idx := mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...)
-	require.NoError(t, lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{annotationRefName: "premigrate/gate:1.2.3"})))
+	require.NoError(t, lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{annotationRefName: "ghcr.io/premigrate/gate:1.2.3"})))
 	return good
 }
 
@@ -146,9 +149,9 @@ func TestBuildWritesMultiPlatformIndexesAndAChartThatVerifyAccepts(t *testing.T)
 	require.NoError(t, err, table)
 	t.Log("\n" + table)
 	for _, want := range []string{
-		"premigrate/gate:1.2.3", "premigrate/demo:1.2.3", "premigrate/charts/premigrate:0.9.1",
+		"ghcr.io/premigrate/gate:1.2.3", "ghcr.io/premigrate/demo:1.2.3", "ghcr.io/premigrate/charts/premigrate:0.9.1",
 		"linux/amd64", "linux/arm64/v8", "/gate EM_X86_64", "/gate EM_AARCH64", "/demo EM_AARCH64",
-		"premigrate/Chart.yaml version 0.9.1",
+		"premigrate/Chart.yaml version 0.9.1", "ghcr.io/premigrate/charts/premigrate-lib:0.4.2", "premigrate-lib/Chart.yaml version 0.4.2",
 	} {
 		assert.Contains(t, table, want)
 	}
@@ -168,7 +171,7 @@ func TestTheImagesCarryTheConfigOfHackImagesSh(t *testing.T) {
 	require.NoError(t, err)
 	var demo *v1.Descriptor
 	for i, d := range im.Manifests {
-		if d.Annotations[annotationRefName] == "premigrate/demo:1.2.3" {
+		if d.Annotations[annotationRefName] == "ghcr.io/premigrate/demo:1.2.3" {
 			demo = &im.Manifests[i]
 		}
 	}
@@ -228,9 +231,9 @@ func TestVerifyFailsWhenAnIndexHasNoArm64Manifest(t *testing.T) {
 	out := writeLayout(t, addendum(platformImage(t, platforms[0], helloBinary(t, "amd64")), platforms[0]))
 	table, err := verifyLayout(out)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "premigrate/gate:1.2.3: the index has no linux/arm64 manifest")
+	assert.Contains(t, err.Error(), "ghcr.io/premigrate/gate:1.2.3: the index has no linux/arm64 manifest")
 	assert.Contains(t, table, "MISSING")
-	assert.NotContains(t, err.Error(), "premigrate/demo", "only the gate is wrong")
+	assert.NotContains(t, err.Error(), "ghcr.io/premigrate/demo", "only the gate is wrong")
 }
 
 func TestVerifyFailsWhenTheArm64ManifestHoldsAnAmd64Binary(t *testing.T) {
@@ -239,7 +242,7 @@ func TestVerifyFailsWhenTheArm64ManifestHoldsAnAmd64Binary(t *testing.T) {
 		addendum(platformImage(t, platforms[1], helloBinary(t, "amd64")), platforms[1]))
 	table, err := verifyLayout(out)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "premigrate/gate:1.2.3 linux/arm64/v8: /gate is an ELF binary for EM_X86_64, want EM_AARCH64")
+	assert.Contains(t, err.Error(), "ghcr.io/premigrate/gate:1.2.3 linux/arm64/v8: /gate is an ELF binary for EM_X86_64, want EM_AARCH64")
 	assert.Contains(t, table, "FAIL: /gate is an ELF binary for EM_X86_64")
 }
 
@@ -249,7 +252,7 @@ func TestVerifyFailsWhenAConfigNamesAnotherPlatformThanItsIndex(t *testing.T) {
 		addendum(platformImage(t, platforms[0], helloBinary(t, "amd64")), platforms[1]))
 	_, err := verifyLayout(out)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "premigrate/gate:1.2.3 linux/arm64/v8: the config says linux/amd64, the index linux/arm64/v8")
+	assert.Contains(t, err.Error(), "ghcr.io/premigrate/gate:1.2.3 linux/arm64/v8: the config says linux/amd64, the index linux/arm64/v8")
 }
 
 func TestVerifyFailsWhenTheChartIsNotTheExpectedVersion(t *testing.T) {
@@ -257,7 +260,7 @@ func TestVerifyFailsWhenTheChartIsNotTheExpectedVersion(t *testing.T) {
 	var stdout bytes.Buffer
 	err := run(context.Background(), options{Command: "verify", Verify: verifyOptions{Layout: out, ChartVersion: "1.0.0"}}, &stdout)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "premigrate/charts/premigrate: tagged 0.9.1, want 1.0.0")
+	assert.Contains(t, err.Error(), "ghcr.io/premigrate/charts/premigrate: tagged 0.9.1, want 1.0.0")
 }
 
 func TestVerifyFailsWhenPostgresIsRequiredButMissing(t *testing.T) {
@@ -265,7 +268,7 @@ func TestVerifyFailsWhenPostgresIsRequiredButMissing(t *testing.T) {
 	var stdout bytes.Buffer
 	err := run(context.Background(), options{Command: "verify", Verify: verifyOptions{Layout: out, RequirePostgres: true}}, &stdout)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "premigrate/postgres: not in the layout")
+	assert.Contains(t, err.Error(), "ghcr.io/premigrate/postgres: not in the layout")
 }
 
 func TestARootfsLayerKeepsModesSymlinksAndTheBinaryOnTop(t *testing.T) {
@@ -323,6 +326,60 @@ func TestTheCommandLineNeedsTheAppVersionTheChartAndBothRootfsOrNone(t *testing.
 	for _, im := range opts.Build.Images {
 		refs = append(refs, im.Ref)
 	}
-	assert.Equal(t, []string{"premigrate/gate:1.2.3", "premigrate/demo:1.2.3", "premigrate/postgres:15"}, refs)
+	assert.Equal(t, []string{"ghcr.io/premigrate/gate:1.2.3", "ghcr.io/premigrate/demo:1.2.3", "ghcr.io/premigrate/postgres:15"}, refs)
 	assert.Equal(t, map[string]string{"amd64": "/a", "arm64": "/b"}, opts.Build.Images[2].Rootfs)
+}
+
+func TestVerifyFailsWhenTheLibraryChartIsMissing(t *testing.T) {
+	out := buildTestLayout(t)
+	lp, err := layout.FromPath(out)
+	require.NoError(t, err)
+	require.NoError(t, lp.RemoveDescriptors(func(d v1.Descriptor) bool {
+		return d.Annotations[annotationRefName] == "ghcr.io/premigrate/charts/premigrate-lib:0.4.2"
+	}))
+	_, err = verifyLayout(out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ghcr.io/premigrate/charts/premigrate-lib: not in the layout")
+}
+
+func TestPushCopiesEveryReferenceBelowTheGivenRegistryWithItsDigest(t *testing.T) {
+	out := buildTestLayout(t)
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	var stdout bytes.Buffer
+	err := run(context.Background(), options{Command: "push", Push: pushOptions{Layout: out, To: host + "/mirror", PlainHTTP: true}}, &stdout)
+	require.NoError(t, err)
+
+	lp, err := layout.FromPath(out)
+	require.NoError(t, err)
+	ii, err := lp.ImageIndex()
+	require.NoError(t, err)
+	im, err := ii.IndexManifest()
+	require.NoError(t, err)
+	var want []string
+	for _, d := range im.Manifests {
+		ref := d.Annotations[annotationRefName]
+		dest := host + "/mirror/" + strings.TrimPrefix(ref, "ghcr.io/premigrate/")
+		want = append(want, dest+"@"+d.Digest.String())
+		// what the registry serves, asked without the pusher's code
+		got, err := crane.Digest(dest, crane.Insecure)
+		require.NoError(t, err, dest)
+		assert.Equal(t, d.Digest.String(), got, dest)
+	}
+	assert.Equal(t, strings.Join(want, "\n")+"\n", stdout.String())
+	assert.Contains(t, stdout.String(), host+"/mirror/charts/premigrate-lib:0.4.2@sha256:")
+	assert.Contains(t, stdout.String(), host+"/mirror/gate:1.2.3@sha256:")
+}
+
+func TestPushRefusesAReferenceOutsideThePublishedRegistry(t *testing.T) {
+	_, err := destination("docker.io/premigrate/gate:1.2.3", "")
+	require.Error(t, err)
+	d, err := destination("ghcr.io/premigrate/charts/premigrate:0.9.1", "localhost:5000/x/")
+	require.NoError(t, err)
+	assert.Equal(t, "localhost:5000/x/charts/premigrate:0.9.1", d)
+	d, err = destination("ghcr.io/premigrate/gate:1.2.3", "")
+	require.NoError(t, err)
+	assert.Equal(t, "ghcr.io/premigrate/gate:1.2.3", d)
 }

@@ -25,14 +25,15 @@ type verifyOptions struct {
 	Layout          string // OCI image layout folder
 	AppVersion      string // expected tag of the images; empty: any
 	ChartVersion    string // expected version of the chart; empty: any
-	RequirePostgres bool   // premigrate/postgres must be there
+	LibraryVersion  string // expected version of the library chart; empty: any
+	RequirePostgres bool   // ghcr.io/premigrate/postgres must be there
 }
 
 // machines is the ELF machine each architecture's binaries must have.
 var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
 // extraBinaries are binaries checked beside the entrypoint, by image name.
-var extraBinaries = map[string][]string{"premigrate/postgres": {"/usr/lib/postgresql/15/bin/postgres"}}
+var extraBinaries = map[string][]string{registry + "/postgres": {"/usr/lib/postgresql/15/bin/postgres"}}
 
 // row is one line of the report: one platform of an image, or the chart.
 type row struct {
@@ -66,10 +67,10 @@ func verify(opts verifyOptions, stdout io.Writer) error {
 
 	// every expected name once, at the expected tag when one is given
 	type want struct{ name, tag string }
-	wants := []want{{"premigrate/gate", opts.AppVersion}, {"premigrate/demo", opts.AppVersion},
-		{chartRefPrefix + "premigrate", opts.ChartVersion}}
+	wants := []want{{registry + "/gate", opts.AppVersion}, {registry + "/demo", opts.AppVersion},
+		{chartRefPrefix + "premigrate", opts.ChartVersion}, {chartRefPrefix + "premigrate-lib", opts.LibraryVersion}}
 	if opts.RequirePostgres {
-		wants = append(wants, want{"premigrate/postgres", "15"})
+		wants = append(wants, want{registry + "/postgres", "15"})
 	}
 	for _, w := range wants {
 		var tags []string

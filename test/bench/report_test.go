@@ -159,7 +159,7 @@ func TestBenchmarkGateLatencyBesideKubectlPolling(t *testing.T) {
 	for i := 0; i < runs; i++ {
 		id := fmt.Sprintf("bench-%02d", i)
 		jobName := "mig-" + id
-		gated := benchPod("gated-"+id, id, corev1.Container{Image: "premigrate/gate:" + env.AppVersion, Args: []string{"wait",
+		gated := benchPod("gated-"+id, id, corev1.Container{Image: "ghcr.io/premigrate/gate:" + env.AppVersion, Args: []string{"wait",
 			"--identity", id, "--records", "bench-migrations", "--job", jobName, "--timeout", "5m"}})
 		polled := benchPod("polled-"+id, id, corev1.Container{Image: "premigrate/bench-poller:dev", Args: []string{"poll", "--job", jobName, "--interval", "2s"}})
 		pods := []*corev1.Pod{gated, polled}

@@ -68,7 +68,7 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 
 			s0, created := apiRequests(t), time.Now()
 			for i := 0; i < n; i++ {
-				wait := corev1.Container{Image: "premigrate/gate:" + env.AppVersion, Args: []string{"wait",
+				wait := corev1.Container{Image: "ghcr.io/premigrate/gate:" + env.AppVersion, Args: []string{"wait",
 					"--identity", jobName, "--records", "bench-migrations", "--job", jobName, "--timeout", "10m", "--progress-interval", "1h"}}
 				if kind == "poller" {
 					wait = corev1.Container{Image: "premigrate/bench-poller:dev", Args: []string{"poll", "--job", jobName, "--interval", "2s"}}

@@ -67,7 +67,7 @@ spec:
       type: RuntimeDefault
   containers:
     - name: postgresql
-      image: premigrate/postgres:15
+      image: ghcr.io/premigrate/postgres:15
       imagePullPolicy: Never
       env:
         - {name: POSTGRES_USER, value: ledger}
@@ -97,11 +97,12 @@ spec:
 
 // ledger is one release of the example chart, with its database.
 type ledger struct {
-	t    *testing.T
-	ns   string
-	name string
-	helm string
-	db   string // the database psql reads: "ledger" unless a scenario points the app elsewhere
+	t     *testing.T
+	ns    string
+	name  string
+	helm  string
+	db    string // the database psql reads: "ledger" unless a scenario points the app elsewhere
+	chart string // the chart deployed: the example's folder unless a scenario builds another copy
 }
 
 func newLedger(t *testing.T, helmBin string) *ledger {
@@ -111,14 +112,14 @@ func newLedger(t *testing.T, helmBin string) *ledger {
 		t.Fatalf("creating the ledger's database: %v\n%s", err, out)
 	}
 	env.Run.Must(t, env.Kubectl, "wait", "-n", ns, "--for=condition=Ready", "pod/ledger-db", "--timeout=3m")
-	return &ledger{t: t, ns: ns, name: "books", helm: helmBin, db: "ledger"}
+	return &ledger{t: t, ns: ns, name: "books", helm: helmBin, db: "ledger", chart: env.Example}
 }
 
 // deploy runs helm upgrade --install of the example chart with values and returns helm's output and error.
 func (l *ledger) deploy(values map[string]any, wait bool) (string, error) {
 	l.t.Helper()
 	r := env.NewRelease(l.t, l.ns, l.name, l.helm)
-	args := []string{"upgrade", "--install", l.name, env.Example, "-n", l.ns, "--timeout", "4m", "--values", r.ValuesFile(values)}
+	args := []string{"upgrade", "--install", l.name, l.chart, "-n", l.ns, "--timeout", "4m", "--values", r.ValuesFile(values)}
 	if wait {
 		args = append(args, "--wait")
 	}

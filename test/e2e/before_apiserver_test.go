@@ -179,7 +179,7 @@ func runToCompletion(t *testing.T, ns, name, id string) {
 			BackoffLimit: ptr.To[int32](0),
 			Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "migrate", Image: "premigrate/demo:v1", Args: []string{"--help"}}},
+				Containers:    []corev1.Container{{Name: "migrate", Image: "ghcr.io/premigrate/demo:v1", Args: []string{"--help"}}},
 			})},
 		},
 	}

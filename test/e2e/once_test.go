@@ -52,7 +52,7 @@ func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {
 				Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
 					Containers: []corev1.Container{{
-						Name: "migrate", Image: "premigrate/demo:v5", Args: []string{"migrate"},
+						Name: "migrate", Image: "ghcr.io/premigrate/demo:v5", Args: []string{"migrate"},
 						// each version sleeps 4 s inside its transaction: whichever run takes the lock first holds it
 						// for about 16 s, so the two runs overlap and the second must wait
 						Env: append(append([]corev1.EnvVar{}, appEnv...),

@@ -136,7 +136,7 @@ func staleJob(ctx context.Context, t *testing.T, r *framework.Release, name, id 
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: framework.RestrictedPod(corev1.PodSpec{
 					RestartPolicy: corev1.RestartPolicyNever,
-					Containers:    []corev1.Container{{Name: "stale", Image: "premigrate/gate:" + env.AppVersion, Args: []string{"version"}}},
+					Containers:    []corev1.Container{{Name: "stale", Image: "ghcr.io/premigrate/gate:" + env.AppVersion, Args: []string{"version"}}},
 				}),
 			},
 		},

@@ -28,7 +28,7 @@ func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 			BackoffLimit: ptr.To[int32](0),
 			Template: corev1.PodTemplateSpec{Spec: framework.RestrictedPod(corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "gate", Image: "premigrate/gate:" + env.AppVersion, Args: []string{"version"}}},
+				Containers:    []corev1.Container{{Name: "gate", Image: "ghcr.io/premigrate/gate:" + env.AppVersion, Args: []string{"version"}}},
 			})},
 		},
 	}
@@ -52,7 +52,7 @@ func TestOurImagesRunAsAJobToCompletionAndADeploymentToReady(t *testing.T) {
 	labels := map[string]string{"app": "postgres"}
 	spec := framework.RestrictedPod(corev1.PodSpec{Containers: []corev1.Container{{
 		Name:  "postgres",
-		Image: "premigrate/postgres:15",
+		Image: "ghcr.io/premigrate/postgres:15",
 		Env: []corev1.EnvVar{
 			{Name: "POSTGRES_PASSWORD", Value: "smoke"},
 			{Name: "PGDATA", Value: "/var/lib/postgresql/data/pgdata"},

@@ -148,19 +148,24 @@ func (e *Env) Close(keep bool) (string, error) {
 }
 
 // ChartAppVersion reads appVersion from a chart's Chart.yaml.
-func ChartAppVersion(chart string) (string, error) {
+func ChartAppVersion(chart string) (string, error) { return chartField(chart, "appVersion") }
+
+// ChartVersion reads version from a chart's Chart.yaml.
+func ChartVersion(chart string) (string, error) { return chartField(chart, "version") }
+
+// chartField reads a top-level string field of a chart's Chart.yaml; it is an error when it is empty.
+func chartField(chart, field string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
 	if err != nil {
 		return "", fmt.Errorf("reading the chart's Chart.yaml: %w", err)
 	}
-	var c struct {
-		AppVersion string `json:"appVersion"`
-	}
+	var c map[string]any
 	if err := yaml.Unmarshal(b, &c); err != nil {
 		return "", fmt.Errorf("decoding %s/Chart.yaml: %w", chart, err)
 	}
-	if c.AppVersion == "" {
-		return "", fmt.Errorf("no appVersion in %s/Chart.yaml", chart)
+	v, _ := c[field].(string)
+	if v == "" {
+		return "", fmt.Errorf("no %s in %s/Chart.yaml", field, chart)
 	}
-	return c.AppVersion, nil
+	return v, nil
 }

@@ -91,7 +91,7 @@ func (e *Env) StartLoad(t *testing.T, ns, service string) *Load {
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
 				Name:  "load",
-				Image: "premigrate/demo:v1",
+				Image: "ghcr.io/premigrate/demo:v1",
 				Args:  []string{"load", "--target", "http://" + service, "--rate", "20", "--duration", "30m", "--timeout", loadRequestTimeout, "--report-addr", ":9090"},
 				Env:   []corev1.EnvVar{{Name: "DATABASE_URL", Value: "unused"}},
 			}},

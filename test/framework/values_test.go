@@ -9,7 +9,7 @@ import (
 func TestMergeMergesMapsAtEveryDepthAndReplacesEverythingElse(t *testing.T) {
 	base := map[string]any{
 		"replicaCount": 2,
-		"image":        map[string]any{"repository": "premigrate/demo", "tag": "v1"},
+		"image":        map[string]any{"repository": "ghcr.io/premigrate/demo", "tag": "v1"},
 		"migration":    map[string]any{"mode": "job", "env": []any{EnvVar("A", "1")}, "resources": map[string]any{"requests": map[string]any{"cpu": "10m"}}},
 	}
 	got := Merge(base,
@@ -18,7 +18,7 @@ func TestMergeMergesMapsAtEveryDepthAndReplacesEverythingElse(t *testing.T) {
 	)
 	assert.Equal(t, map[string]any{
 		"replicaCount": 2,
-		"image":        map[string]any{"repository": "premigrate/demo", "tag": "v2"},
+		"image":        map[string]any{"repository": "ghcr.io/premigrate/demo", "tag": "v2"},
 		"migration": map[string]any{"mode": "job", "env": []any{EnvVar("B", "2")},
 			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "32Mi"}}},
 	}, got, "nested keys kept, the tag and the env list replaced")

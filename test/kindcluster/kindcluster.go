@@ -3,6 +3,7 @@
 package kindcluster
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -60,9 +61,19 @@ func HostNeedsCgroupV1Settings() bool {
 	return st.Type != cgroup2SuperMagic
 }
 
-// Config renders the kind cluster configuration for this host.
+// RegistryHostsDir is where each node's containerd reads a registry's configuration (its hosts.toml and CA):
+// set by Config, written by TrustRegistry.
+const RegistryHostsDir = "/etc/containerd/certs.d"
+
+// Config renders the kind cluster configuration for this host: containerd reads registry configurations from
+// RegistryHostsDir (a registry with its own CA, the way a company mirror is reached), and a cgroup v1 host gets
+// the settings Kubernetes needs there.
 func Config(name string, cgroupV1 bool) string {
-	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nname: " + name + "\n"
+	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nname: " + name + "\n" + `containerdConfigPatches:
+- |-
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "` + RegistryHostsDir + `"
+`
 	if !cgroupV1 {
 		return cfg
 	}
@@ -142,6 +153,35 @@ func (c *Cluster) healthy() error {
 		cmd := n.Command("kubectl", "--kubeconfig=/etc/kubernetes/admin.conf", "get", "--raw", "/readyz", "--request-timeout=10s")
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("node %s: %w", n.String(), err)
+		}
+	}
+	// a cluster made by an older Config: its nodes cannot be told about a registry
+	for _, n := range ns {
+		if err := n.Command("grep", "-q", RegistryHostsDir, "/etc/containerd/config.toml").Run(); err != nil {
+			return fmt.Errorf("node %s: containerd does not read %s (a cluster made before it did)", n.String(), RegistryHostsDir)
+		}
+	}
+	return nil
+}
+
+// TrustRegistry tells every node's containerd to reach the registry host (host:port) over HTTPS with a
+// certificate signed by caPEM: RegistryHostsDir/<host>/hosts.toml and ca.crt. containerd reads them on the next
+// pull, without a restart.
+func (c *Cluster) TrustRegistry(host string, caPEM []byte) error {
+	ns, err := c.provider.ListInternalNodes(c.Name)
+	if err != nil {
+		return fmt.Errorf("listing nodes of %q: %w", c.Name, err)
+	}
+	dir := RegistryHostsDir + "/" + host
+	hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n",
+		"https://"+host, "https://"+host, dir+"/ca.crt")
+	for _, n := range ns {
+		for file, body := range map[string][]byte{"ca.crt": caPEM, "hosts.toml": []byte(hosts)} {
+			cmd := n.Command("sh", "-c", `mkdir -p "$1" && cat > "$1/$2"`, "sh", dir, file)
+			cmd.SetStdin(bytes.NewReader(body))
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("writing %s/%s on node %s: %w", dir, file, n.String(), err)
+			}
 		}
 	}
 	return nil

@@ -5,15 +5,15 @@ import (
 	"testing"
 )
 
-func TestConfigAddsCgroupV1SettingsOnlyWhenTheHostNeedsThem(t *testing.T) {
+func TestConfigAddsCgroupV1SettingsOnlyWhenTheHostNeedsThemAndAlwaysTheRegistryHostsDir(t *testing.T) {
 	cases := []struct {
 		name     string
 		cgroupV1 bool
 		want     []string
 		wantNot  []string
 	}{
-		{name: "cgroup v1 host", cgroupV1: true, want: []string{"failCgroupV1: false", "SystemVerification", "name: premigrate"}},
-		{name: "cgroup v2 host", cgroupV1: false, want: []string{"name: premigrate"}, wantNot: []string{"failCgroupV1", "SystemVerification"}},
+		{name: "cgroup v1 host", cgroupV1: true, want: []string{"failCgroupV1: false", "SystemVerification", "name: premigrate", `config_path = "/etc/containerd/certs.d"`}},
+		{name: "cgroup v2 host", cgroupV1: false, want: []string{"name: premigrate", `config_path = "/etc/containerd/certs.d"`}, wantNot: []string{"failCgroupV1", "SystemVerification"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,19 +17,19 @@ const testDigest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef01234
 func TestTheAppRunsAsADeploymentWithItsServiceBudgetAndServiceAccount(t *testing.T) {
 	t.Run("the image is repository:tag, the tag defaulting to the appVersion", func(t *testing.T) {
 		app := container(t, render(t, renderOptions{}).deployment(t).Spec.Template.Spec.Containers, "app")
-		if app.Image != "premigrate/demo:0.3.0" {
-			t.Errorf("image = %q, want premigrate/demo:0.3.0", app.Image)
+		if app.Image != "ghcr.io/premigrate/demo:0.3.0" {
+			t.Errorf("image = %q, want ghcr.io/premigrate/demo:0.3.0", app.Image)
 		}
 		app = container(t, render(t, renderOptions{values: "image: {tag: v3}"}).deployment(t).Spec.Template.Spec.Containers, "app")
-		if app.Image != "premigrate/demo:v3" {
-			t.Errorf("image = %q, want premigrate/demo:v3", app.Image)
+		if app.Image != "ghcr.io/premigrate/demo:v3" {
+			t.Errorf("image = %q, want ghcr.io/premigrate/demo:v3", app.Image)
 		}
 	})
 
 	t.Run("a digest wins over the tag", func(t *testing.T) {
 		r := render(t, renderOptions{values: "image: {tag: v3, digest: " + testDigest + "}"})
 		app := container(t, r.deployment(t).Spec.Template.Spec.Containers, "app")
-		if want := "premigrate/demo@" + testDigest; app.Image != want {
+		if want := "ghcr.io/premigrate/demo@" + testDigest; app.Image != want {
 			t.Errorf("image = %q, want %q", app.Image, want)
 		}
 	})

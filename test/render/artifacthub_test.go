@@ -29,7 +29,7 @@ func TestEveryPublishedChartCarriesCompleteArtifactHubAnnotations(t *testing.T) 
 			require.NotEmpty(t, images, "artifacthub.io/images")
 			for _, im := range images {
 				tag := im.Image[strings.LastIndex(im.Image, ":")+1:]
-				if !strings.HasPrefix(im.Image, "premigrate/postgres:") {
+				if !strings.HasPrefix(im.Image, "ghcr.io/premigrate/postgres:") {
 					assert.Equal(t, meta.AppVersion, tag, "image %s is not tagged with appVersion", im.Image)
 				}
 			}

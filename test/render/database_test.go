@@ -16,14 +16,14 @@ import (
 func TestTheEmbeddedDatabaseIsAStatefulSetWithItsServicesAndSecret(t *testing.T) {
 	name := fullname + "-postgresql"
 
-	t.Run("one replica of premigrate/postgres:15 with its credentials and data directory", func(t *testing.T) {
+	t.Run("one replica of ghcr.io/premigrate/postgres:15 with its credentials and data directory", func(t *testing.T) {
 		r := render(t, renderOptions{})
 		sts := mustFind[*appsv1.StatefulSet](t, r, "StatefulSet", name)
 		if *sts.Spec.Replicas != 1 {
 			t.Errorf("replicas %d", *sts.Spec.Replicas)
 		}
 		pg := container(t, sts.Spec.Template.Spec.Containers, "postgresql")
-		if pg.Image != "premigrate/postgres:15" {
+		if pg.Image != "ghcr.io/premigrate/postgres:15" {
 			t.Errorf("image %q", pg.Image)
 		}
 		for k, v := range map[string]string{"POSTGRES_USER": "premigrate", "POSTGRES_DB": "premigrate", "PGDATA": "/var/lib/postgresql/data/pgdata"} {

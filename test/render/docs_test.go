@@ -54,7 +54,7 @@ func TestTheNotesAndTheTestPodExplainAndProbeTheRelease(t *testing.T) {
 			t.Errorf("restartPolicy %q", pod.Spec.RestartPolicy)
 		}
 		c := container(t, pod.Spec.Containers, "probe")
-		if c.Image != "premigrate/gate:0.3.0" || !equalStrings(c.Command, []string{"/gate"}) {
+		if c.Image != "ghcr.io/premigrate/gate:0.3.0" || !equalStrings(c.Command, []string{"/gate"}) {
 			t.Errorf("image %q command %v", c.Image, c.Command)
 		}
 		if !containsSeq(c.Args, "probe", "--url", "http://"+fullname+":8088/readyz") {
@@ -157,7 +157,7 @@ func TestTheChartTestingValuesFilesRender(t *testing.T) {
 		t.Errorf("ci/job-mode-values.yaml does not select job mode: %s", job.Name)
 	}
 	d := render(t, renderOptions{values: readChartFile(t, "ci/gate-command-values.yaml")}).deployment(t)
-	if w := container(t, d.Spec.Template.Spec.InitContainers, "wait-for-migration"); w.Image != "premigrate/demo:0.3.0" {
+	if w := container(t, d.Spec.Template.Spec.InitContainers, "wait-for-migration"); w.Image != "ghcr.io/premigrate/demo:0.3.0" {
 		t.Errorf("ci/gate-command-values.yaml does not select gate command mode: %s", w.Image)
 	}
 }

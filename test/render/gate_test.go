@@ -20,7 +20,7 @@ func TestTheGateHoldsTheAppPodsUntilTheMigrationSucceeded(t *testing.T) {
 			t.Fatalf("init containers %d", len(pod.Spec.InitContainers))
 		}
 		w := container(t, pod.Spec.InitContainers, "wait-for-migration")
-		if w.Image != "premigrate/gate:0.3.0" || !equalStrings(w.Command, []string{"/gate"}) {
+		if w.Image != "ghcr.io/premigrate/gate:0.3.0" || !equalStrings(w.Command, []string{"/gate"}) {
 			t.Errorf("gate image %q command %v", w.Image, w.Command)
 		}
 		want := []string{"wait", "--identity", id, "--records", fullname + "-migrations", "--store", fullname + "-migration-records",
@@ -94,7 +94,7 @@ envFrom: [{configMapRef: {name: extra}}]
 gate: {mode: command}
 `})
 		w := container(t, r.deployment(t).Spec.Template.Spec.InitContainers, "wait-for-migration")
-		if w.Image != "premigrate/demo:v4" || !equalStrings(w.Args, []string{"migrate", "status"}) || !equalStrings(w.Command, []string{"/demo"}) {
+		if w.Image != "ghcr.io/premigrate/demo:v4" || !equalStrings(w.Args, []string{"migrate", "status"}) || !equalStrings(w.Command, []string{"/demo"}) {
 			t.Errorf("image %q command %v args %v", w.Image, w.Command, w.Args)
 		}
 		if !equalStrings(envNames(w.Env), []string{"DATABASE_URL", "DEMO_FLAG"}) || len(w.EnvFrom) != 1 {

@@ -49,7 +49,7 @@ func TestTheExampleChartTakesTheWholeMigrationMachineryFromTheLibrary(t *testing
 	assert.Equal(t, id, d.Spec.Template.Annotations["premigrate.io/identity"], "the pods wait for the Job's identity")
 	gate := container(t, d.Spec.Template.Spec.InitContainers, "wait-for-migration")
 	assert.Contains(t, strings.Join(gate.Args, " "), "--job "+job.Name, "the gate accepts only this release's Job")
-	assert.Equal(t, "premigrate/gate:"+libraryAppVersion(t), gate.Image, "the gate's tag is the library's appVersion, not the app's")
+	assert.Equal(t, "ghcr.io/premigrate/gate:"+libraryAppVersion(t), gate.Image, "the gate's tag is the library's appVersion, not the app's")
 	app := container(t, d.Spec.Template.Spec.Containers, "ledger")
 	assert.Empty(t, app.VolumeMounts, "the app container gets no API token")
 	assert.Contains(t, envNames(app.Env), "PREMIGRATE_IDENTITY")

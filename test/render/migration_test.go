@@ -149,7 +149,7 @@ migration:
 			t.Fatalf("init containers %d containers %d, want install-gate and migrate (the default gate delivery copies the gate)", len(spec.InitContainers), len(spec.Containers))
 		}
 		m := container(t, spec.Containers, "migrate")
-		if m.Image != "premigrate/demo@"+testDigest {
+		if m.Image != "ghcr.io/premigrate/demo@"+testDigest {
 			t.Errorf("migrate image %q, want the app image with its digest", m.Image)
 		}
 		if !equalStrings(userCommand(t, m), []string{"/demo"}) || !equalStrings(m.Args, []string{"migrate"}) {
@@ -451,8 +451,8 @@ func TestTheGateReachesTheMigrationContainerAsAnImageVolumeOrThroughAnInitContai
 			}
 			vol := spec.Volumes[0]
 			if c.wantImageVolume {
-				if vol.Image == nil || vol.Image.Reference != "premigrate/gate:dev" || vol.Image.PullPolicy != corev1.PullAlways {
-					t.Errorf("volume %+v, want an image volume of premigrate/gate:dev pulled Always", vol)
+				if vol.Image == nil || vol.Image.Reference != "ghcr.io/premigrate/gate:dev" || vol.Image.PullPolicy != corev1.PullAlways {
+					t.Errorf("volume %+v, want an image volume of ghcr.io/premigrate/gate:dev pulled Always", vol)
 				}
 				if len(spec.InitContainers) != 0 {
 					t.Errorf("init containers %+v, want none", spec.InitContainers)
@@ -463,7 +463,7 @@ func TestTheGateReachesTheMigrationContainerAsAnImageVolumeOrThroughAnInitContai
 				t.Errorf("volume %+v, want an emptyDir", vol)
 			}
 			inst := container(t, spec.InitContainers, "install-gate")
-			if inst.Image != "premigrate/gate:dev" || inst.ImagePullPolicy != corev1.PullAlways || !equalStrings(inst.Command, []string{"/gate"}) ||
+			if inst.Image != "ghcr.io/premigrate/gate:dev" || inst.ImagePullPolicy != corev1.PullAlways || !equalStrings(inst.Command, []string{"/gate"}) ||
 				!equalStrings(inst.Args, []string{"copy", "--to", "/premigrate/gate"}) {
 				t.Errorf("install-gate image %q policy %q command %v args %v", inst.Image, inst.ImagePullPolicy, inst.Command, inst.Args)
 			}

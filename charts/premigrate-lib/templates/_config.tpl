@@ -107,7 +107,7 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- $gateImage := $g.image | default dict -}}
 {{- $gate := dict -}}
 {{- $_ = set $gate "mode" ($g.mode | default "watch") -}}
-{{- $_ = set $gate "image" (include "premigrate-lib.imageRef" (dict "image" (merge (dict) $gateImage (dict "repository" "premigrate/gate")) "tag" (include "premigrate-lib.gateVersion" .))) -}}
+{{- $_ = set $gate "image" (include "premigrate-lib.imageRef" (dict "image" (merge (dict) $gateImage (dict "repository" "ghcr.io/premigrate/gate")) "tag" (include "premigrate-lib.gateVersion" .) "registry" (($root.Values.global | default dict).imageRegistry | default ""))) -}}
 {{- $_ = set $gate "pullPolicy" ($gateImage.pullPolicy | default "IfNotPresent") -}}
 {{- $delivery := $g.delivery | default "initContainer" -}}
 {{- if eq $delivery "auto" -}}
@@ -154,17 +154,28 @@ a later deploy can still read itself; beside a hook, the hook's name */ -}}
 {{- end }}
 
 {{/*
-An image reference: repository@digest when a digest is set, else repository:tag.
-Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG.
+An image reference: repository@digest when a digest is set, else repository:tag. With a registry (the gate's:
+the parent chart's global.imageRegistry), the repository's own registry (its first path element when that has a
+dot or a colon or is localhost) is replaced by it, else it is put in front.
+Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG ["registry" REGISTRY].
 */}}
 {{- define "premigrate-lib.imageRef" -}}
 {{- if not .image.repository -}}
 {{- fail "premigrate-lib: the migration's image.repository is required (usually the app's image)" -}}
 {{- end -}}
+{{- $repository := .image.repository -}}
+{{- with trimSuffix "/" (toString (.registry | default "")) -}}
+{{- $parts := splitList "/" $repository -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $parts = rest $parts -}}
+{{- end -}}
+{{- $repository = printf "%s/%s" . (join "/" $parts) -}}
+{{- end -}}
 {{- if .image.digest -}}
-{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- printf "%s@%s" $repository .image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .image.repository (toString (default .tag .image.tag)) -}}
+{{- printf "%s:%s" $repository (toString (default .tag .image.tag)) -}}
 {{- end -}}
 {{- end }}
 

@@ -141,10 +141,10 @@ A probe as YAML without its null fields (a handler set to null beside another), 
 {{- end }}
 
 {{/*
-"true" when the app is premigrate's demo (its image), whose migrations know SCHEMA_ACCEPT_DATA_LOSS.
+"true" when the app is premigrate's demo (its image, from any registry), whose migrations know SCHEMA_ACCEPT_DATA_LOSS.
 */}}
 {{- define "premigrate.isDemo" -}}
-{{- if eq .Values.image.repository "premigrate/demo" }}true{{ end -}}
+{{- if eq (include "premigrate.repositoryPath" .Values.image.repository) "premigrate/demo" }}true{{ end -}}
 {{- end }}
 
 {{/*

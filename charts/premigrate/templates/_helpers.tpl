@@ -53,14 +53,45 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- end }}
 
 {{/*
-An image reference: repository@digest when a digest is set, else repository:tag.
-Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG.
+An image reference: repository@digest when a digest is set, else repository:tag, with the repository moved to
+global.imageRegistry when that is set (premigrate.repository).
+Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG "root" $.
 */}}
 {{- define "premigrate.imageRef" -}}
+{{- $repository := include "premigrate.repository" (dict "repository" .image.repository "root" .root) -}}
 {{- if .image.digest -}}
-{{- printf "%s@%s" .image.repository .image.digest -}}
+{{- printf "%s@%s" $repository .image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .image.repository (toString (default .tag .image.tag)) -}}
+{{- printf "%s:%s" $repository (toString (default .tag .image.tag)) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+A repository in the registry global.imageRegistry names, when it names one: the repository's own registry (its
+first path element, when that has a dot or a colon or is localhost, as for docker and containerd) is replaced,
+else the registry is put in front. ghcr.io/premigrate/gate with global.imageRegistry registry.example.com is
+registry.example.com/premigrate/gate. Argument: dict "repository" REPOSITORY "root" $.
+*/}}
+{{- define "premigrate.repository" -}}
+{{- $registry := trimSuffix "/" (toString ((.root.Values.global | default dict).imageRegistry | default "")) -}}
+{{- if $registry -}}
+{{- printf "%s/%s" $registry (include "premigrate.repositoryPath" .repository) -}}
+{{- else -}}
+{{- .repository -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+A repository without its registry: premigrate/gate for ghcr.io/premigrate/gate, localhost:5000/premigrate/gate
+and premigrate/gate. Argument: the repository.
+*/}}
+{{- define "premigrate.repositoryPath" -}}
+{{- $parts := splitList "/" . -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- join "/" (rest $parts) -}}
+{{- else -}}
+{{- . -}}
 {{- end -}}
 {{- end }}
 
@@ -69,15 +100,15 @@ Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG.
 {{- end }}
 
 {{- define "premigrate.image" -}}
-{{- include "premigrate.imageRef" (dict "image" .Values.image "tag" (include "premigrate.appTag" .)) -}}
+{{- include "premigrate.imageRef" (dict "image" .Values.image "tag" (include "premigrate.appTag" .) "root" .) -}}
 {{- end }}
 
 {{- define "premigrate.gateImage" -}}
-{{- include "premigrate.imageRef" (dict "image" .Values.gate.image "tag" .Chart.AppVersion) -}}
+{{- include "premigrate.imageRef" (dict "image" .Values.gate.image "tag" .Chart.AppVersion "root" .) -}}
 {{- end }}
 
 {{- define "premigrate.postgresqlImage" -}}
-{{- include "premigrate.imageRef" (dict "image" .Values.postgresql.image "tag" "15") -}}
+{{- include "premigrate.imageRef" (dict "image" .Values.postgresql.image "tag" "15" "root" .) -}}
 {{- end }}
 
 {{/*
@@ -169,9 +200,9 @@ labels and volumes where migration.* leaves them null. Usage:
 {{- include "premigrate.validate" $root -}}
 {{- $V := $root.Values -}}
 {{- $m := $V.migration -}}
-{{- $image := dict "repository" $V.image.repository "tag" (include "premigrate.appTag" $root) "digest" $V.image.digest -}}
+{{- $image := dict "repository" (include "premigrate.repository" (dict "repository" $V.image.repository "root" $root)) "tag" (include "premigrate.appTag" $root) "digest" $V.image.digest -}}
 {{- if $m.image.repository -}}
-{{- $image = dict "repository" $m.image.repository "tag" (toString ($m.image.tag | default (include "premigrate.appTag" $root))) "digest" $m.image.digest -}}
+{{- $image = dict "repository" (include "premigrate.repository" (dict "repository" $m.image.repository "root" $root)) "tag" (toString ($m.image.tag | default (include "premigrate.appTag" $root))) "digest" $m.image.digest -}}
 {{- end -}}
 {{- $_ := set $image "pullPolicy" ($m.image.pullPolicy | default $V.image.pullPolicy) -}}
 {{- $appOr := dict -}}
