@@ -79,7 +79,7 @@ pg_debs() {
   echo "$d"
 }
 
-# pg_rootfs ARCH DEBS OUT: the root filesystem of premigrate/postgres:15 for ARCH
+# pg_rootfs ARCH DEBS OUT: the root filesystem of ghcr.io/premigrate/postgres:15 for ARCH
 pg_rootfs() {
   local arch=$1 debs=$2 P=$3 x=$W/extract-$1 t deb lib real f
   t=$(triplet "$arch")

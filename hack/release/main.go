@@ -9,7 +9,7 @@
 // given) for linux/amd64 and linux/arm64, makes the images hack/images.sh makes (no base image is pulled: the
 // distroless-like base is written here), joins each image's two platforms into an OCI image index, and adds the
 // packaged chart as the OCI artifact `helm push` makes. Every entry of the layout's index.json carries the
-// annotation org.opencontainers.image.ref.name (premigrate/gate:<appVersion>, ...), the name skopeo's and oras's
+// annotation org.opencontainers.image.ref.name (ghcr.io/premigrate/gate:<appVersion>, ...), the name skopeo's and oras's
 // oci: references use. Timestamps come from SOURCE_DATE_EPOCH (else the Unix epoch), so the same inputs give the
 // same digests. Every reference is where it is published: ghcr.io/premigrate/gate:<appVersion>,
 // ghcr.io/premigrate/charts/premigrate:<version>, ...
@@ -103,7 +103,7 @@ func parseArgs(args []string) (options, error) {
 			return nil
 		})
 		fs.StringVar(&b.Repo, "repo", ".", "the repository root (go builds run there)")
-		fs.StringVar(&amd, "postgres-rootfs-amd64", "", "PostgreSQL root filesystem for linux/amd64 (with the arm64 one: adds premigrate/postgres:15)")
+		fs.StringVar(&amd, "postgres-rootfs-amd64", "", "PostgreSQL root filesystem for linux/amd64 (with the arm64 one: adds ghcr.io/premigrate/postgres:15)")
 		fs.StringVar(&arm, "postgres-rootfs-arm64", "", "PostgreSQL root filesystem for linux/arm64")
 		if err := fs.Parse(args[1:]); err != nil {
 			return opts, err

@@ -124,7 +124,7 @@ func platformImage(t *testing.T, p v1.Platform, binary string) v1.Image {
 	return img
 }
 
-// writeLayout writes one index of the given platforms' images as premigrate/gate:1.2.3, plus a good demo
+// writeLayout writes one index of the given platforms' images as ghcr.io/premigrate/gate:1.2.3, plus a good demo
 // image and chart, so that only the gate is wrong.
 func writeLayout(t *testing.T, adds ...mutate.IndexAddendum) string {
 	t.Helper()
@@ -175,7 +175,7 @@ func TestTheImagesCarryTheConfigOfHackImagesSh(t *testing.T) {
 			demo = &im.Manifests[i]
 		}
 	}
-	require.NotNil(t, demo, "the layout has premigrate/demo:1.2.3")
+	require.NotNil(t, demo, "the layout has ghcr.io/premigrate/demo:1.2.3")
 	assert.Equal(t, types.OCIImageIndex, demo.MediaType)
 	idx, err := ii.ImageIndex(demo.Digest)
 	require.NoError(t, err)
