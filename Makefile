@@ -117,7 +117,7 @@ test-mutants-unit: ## break the chart, the library and the gate on purpose (hack
 	@go run ./hack/mutants --level unit 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants-unit.log"
 
 .PHONY: test-mutants
-test-mutants: tools chart-deps images ## the mutants at MUTANTS_LEVEL (unit, or cluster: each mutant's cluster scenarios on kind); MUTANTS=<regexp> picks some (MUTANTS.md)
+test-mutants: tools chart-deps images release-e2e ## the mutants at MUTANTS_LEVEL (unit, or cluster: each mutant's cluster scenarios on kind); MUTANTS=<regexp> picks some (MUTANTS.md)
 	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go run ./hack/mutants --level $(or $(MUTANTS_LEVEL),unit) --only '$(MUTANTS)' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/mutants.log"
 

@@ -489,8 +489,20 @@ func (r *runner) cluster(m mutant) (*testReport, error) {
 	} else if err := r.unmutatedImages(); err != nil {
 		return nil, err
 	}
-	return r.e2e(m.ID+"-cluster", cache, m.Scenario)
+	var env []string
+	if re, err := regexp.Compile(m.Scenario); err == nil && re.MatchString(registryScenario) {
+		dist := filepath.Join(r.cache, "mutants", "release-"+m.ID)
+		if err := r.commandEnv(m.ID+"-release", cache, []string{"RELEASE_POSTGRES=0", "RELEASE_DIST=" + dist}, "hack/release.sh"); err != nil {
+			return nil, err
+		}
+		env = append(env, "PREMIGRATE_RELEASE_DIST="+dist)
+	}
+	return r.e2e(m.ID+"-cluster", cache, m.Scenario, env...)
 }
+
+// registryScenario installs the charts of `make release`'s layout from a registry (test/e2e): a mutant it
+// judges gets a release built from the mutated copy, or the scenario would judge the unmutated charts.
+const registryScenario = "TestTheReleaseInstallsFromAMirrorWhoseImagesTheNodesPull"
 
 // unmutatedImages builds the images of the unmutated tree once per run (chart-only mutants run on them).
 func (r *runner) unmutatedImages() error {
@@ -504,8 +516,8 @@ func (r *runner) unmutatedImages() error {
 	return nil
 }
 
-// e2e runs the cluster scenarios matching runRE in the copy, on the images of cache.
-func (r *runner) e2e(name, cache, runRE string) (*testReport, error) {
+// e2e runs the cluster scenarios matching runRE in the copy, on the images of cache, with env added.
+func (r *runner) e2e(name, cache, runRE string, env ...string) (*testReport, error) {
 	node, err := r.output("hack/offline/kind/node-image.sh")
 	if err != nil {
 		return nil, err
@@ -517,12 +529,17 @@ func (r *runner) e2e(name, cache, runRE string) (*testReport, error) {
 	cmd := exec.Command("go", "test", "-tags", "e2e", "-count=1", "-json", "-timeout", "40m", "-parallel", "256", "-run", runRE, "./test/e2e/")
 	cmd.Dir = r.tree
 	// PREMIGRATE_HISTORY: the copy has no .git, and the upgrade from the previous release takes its chart from history
-	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache, "KEEP_CLUSTER=1", "KIND_NODE_IMAGE="+strings.TrimSpace(node),
-		"PREMIGRATE_HISTORY="+r.root)
+	cmd.Env = append(append(os.Environ(), "PREMIGRATE_CACHE="+cache, "KEEP_CLUSTER=1", "KIND_NODE_IMAGE="+strings.TrimSpace(node),
+		"PREMIGRATE_HISTORY="+r.root), env...)
 	return runGoTest(cmd, filepath.Join(r.logs, name+".json"))
 }
 
 func (r *runner) command(name, cache string, argv ...string) error {
+	return r.commandEnv(name, cache, nil, argv...)
+}
+
+// commandEnv runs argv in the copy with env added, its output in the log name.
+func (r *runner) commandEnv(name, cache string, env []string, argv ...string) error {
 	log := filepath.Join(r.logs, name+".log")
 	f, err := os.Create(log)
 	if err != nil {
@@ -532,7 +549,7 @@ func (r *runner) command(name, cache string, argv ...string) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = r.tree, f, f
 	// the copy has no .git: the previous release's images are built from the history of the repository
-	cmd.Env = append(os.Environ(), "PREMIGRATE_CACHE="+cache, "PREMIGRATE_HISTORY="+r.root)
+	cmd.Env = append(append(os.Environ(), "PREMIGRATE_CACHE="+cache, "PREMIGRATE_HISTORY="+r.root), env...)
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s: %w (log: %s)", strings.Join(argv, " "), err, log)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -163,4 +164,22 @@ func TestASecondMutantRunOnTheSameTreeStopsNamingIt(t *testing.T) {
 		t.Fatalf("after the first run ended, the next could not lock %s: %v", tree, err)
 	}
 	unlock2()
+}
+
+func TestTheRegistryScenarioTheRunnerBuildsAReleaseForIsATestOfTheClusterSuite(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(root, "test/e2e/*_test.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found = found || strings.Contains(string(b), "\nfunc "+registryScenario+"(t *testing.T) {")
+	}
+	if !found {
+		t.Errorf("no test/e2e test is named %s: the mutants it judges would run on the unmutated release", registryScenario)
+	}
 }

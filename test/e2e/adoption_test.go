@@ -229,7 +229,8 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 // TestTheLibrarysDefaultsHoldForAnotherAppsChart deploys the example chart with none of the library's Job
 // settings set (Helm 4) and checks each default by what the cluster did with it: the live Job's deadline and
 // kept records; a migration that fails every time gets three pods (backoffLimit 2) and Helm prints its log
-// (hookOutputLogs); a migration the app refuses (exit 3) gets one pod (failFastExitCodes); and an upgrade after
+// (hookOutputLogs); a migration the app refuses (exit 3) gets one pod (the example's own failFastExitCodes,
+// which the library turns into the Job's podFailurePolicy); and an upgrade after
 // two failed ones replaces the failed hook Job instead of failing on it (hookDeletePolicy
 // before-hook-creation). The database shows that neither failed migration changed the schema.
 func TestTheLibrarysDefaultsHoldForAnotherAppsChart(t *testing.T) {
@@ -283,7 +284,7 @@ func TestTheLibrarysDefaultsHoldForAnotherAppsChart(t *testing.T) {
 		t.Fatalf("the upgrade to an older schema succeeded:\n%s", out)
 	}
 	if j := liveJob(); j.Status.Failed != 1 || !failedFor(j, "PodFailurePolicy") {
-		t.Errorf("the refused migration's Job has %d failed pods and conditions %+v: want 1 pod, failed for its PodFailurePolicy (the library's failFastExitCodes [3])",
+		t.Errorf("the refused migration's Job has %d failed pods and conditions %+v: want 1 pod, failed for its PodFailurePolicy (the example's failFastExitCodes [3])",
 			j.Status.Failed, j.Status.Conditions)
 	}
 	if got := l.psql(`SELECT max(version) FROM ledger_schema`); got != "2" {

@@ -45,6 +45,22 @@ func TestTheLibrarysJobRetriesTwiceWithinFifteenMinutesAndExitCode3FailsItAtOnce
 		"one FailJob rule: exit code 3 of the migrate container")
 }
 
+func TestTheLibraryFailsNoExitCodeAtOnceUnlessTheAdopterNamesOne(t *testing.T) {
+	job := renderLedger(t, "migrations: {failFastExitCodes: null}", true).job(t)
+	assert.Empty(t, failJobRules(job), "the library's default: every failure is retried (backoffLimit)")
+	job = renderLedger(t, "migrations: {failFastExitCodes: [7, 3]}", true).job(t)
+	assert.Equal(t, []int32{3, 7}, failJobRules(job)[0].OnExitCodes.Values)
+}
+
+func TestThePremigrateChartFailsTheDemosRefusalAtOnceAndNoCodeOfAnotherImage(t *testing.T) {
+	r := render(t, renderOptions{upgrade: true})
+	assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(r.job(t))), "the demo exits 3 when it refuses to drop data")
+	r = render(t, renderOptions{upgrade: true, values: "global: {imageRegistry: mirror.example.com}"})
+	assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(r.job(t))), "the demo behind a mirror is still the demo")
+	r = render(t, renderOptions{upgrade: true, values: "image: {repository: registry.example.com/shop}\ncommand: [/shop]"})
+	assert.Empty(t, failJobRules(r.job(t)), "another image's exit codes are its own")
+}
+
 func TestTheLibrarysGateRunKeepsTwentyRecords(t *testing.T) {
 	_, job := ledgerHookJob(t)
 	assert.Equal(t, "20", migrateArg(t, job, "--keep"))

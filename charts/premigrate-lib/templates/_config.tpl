@@ -72,7 +72,7 @@ record means"): gate run --check */ -}}
 {{- $_ = set $c "hookWeight" (ternary 0 $v.hookWeight (kindIs "invalid" $v.hookWeight)) -}}
 {{- $_ = set $c "hookDeletePolicy" ($v.hookDeletePolicy | default "before-hook-creation") -}}
 {{- $_ = set $c "hookOutputLogs" (ternary true $v.hookOutputLogs (kindIs "invalid" $v.hookOutputLogs)) -}}
-{{- $_ = set $c "failFastExitCodes" (ternary (list 3) $v.failFastExitCodes (kindIs "invalid" $v.failFastExitCodes)) -}}
+{{- $_ = set $c "failFastExitCodes" (ternary (list) $v.failFastExitCodes (kindIs "invalid" $v.failFastExitCodes)) -}}
 {{- $_ = set $c "keepRecords" (ternary 20 $v.keepRecords (kindIs "invalid" $v.keepRecords)) -}}
 {{- $_ = set $c "waitForPostgres" ($v.waitForPostgres | default "") -}}
 {{- /* hook mode: the install's migration is a pre-install hook too (the database exists before the release) */ -}}

@@ -261,7 +261,7 @@ the data without persistence), or the external database's URL */ -}}
   "hookWeight" $m.hookWeight
   "hookDeletePolicy" $m.hookDeletePolicy
   "hookOutputLogs" $m.hookOutputLogs
-  "failFastExitCodes" $m.failFastExitCodes
+  "failFastExitCodes" (include "premigrate.failFastExitCodes" $root | fromJsonArray)
   "keepRecords" $m.keepRecords
   "check" $m.check
   "waitForPostgres" (ternary (printf "%s:5432" (include "premigrate.postgresqlName" $root)) "" $V.postgresql.enabled)
@@ -422,4 +422,16 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- if and (include "premigrate.migrationEnabled" .) (eq .Values.gate.mode "command") (not .Values.gate.args) (not .Values.gate.command) -}}
 {{- fail "gate.command or gate.args is required when gate.mode is command" -}}
 {{- end -}}
+{{- end }}
+
+{{/*
+The exit codes of the migration that fail its Job at once, as a JSON list: migration.failFastExitCodes, or when
+null the demo's refusal to drop data (3) for the demo's image and none for any other.
+*/}}
+{{- define "premigrate.failFastExitCodes" -}}
+{{- $codes := .Values.migration.failFastExitCodes -}}
+{{- if kindIs "invalid" $codes -}}
+{{- $codes = ternary (list 3) (list) (eq (include "premigrate.isDemo" .) "true") -}}
+{{- end -}}
+{{- toJson $codes -}}
 {{- end }}
