@@ -4,6 +4,7 @@
 #   ghcr.io/premigrate/gate:<appVersion>         static /gate, nonroot, no shell
 #   ghcr.io/premigrate/demo:v1..v7, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
 #   ghcr.io/premigrate/postgres:15               Debian bookworm's PostgreSQL 15 with the official image's interface
+#                                        (also premigrate/postgres:15, its name in the previous release's chart)
 #   premigrate/ledger:<its appVersion>   the adopter example's app (examples/ledger)
 #   premigrate/bench-poller:dev          kubectl polling every 2 s: the baseline of make bench
 #   premigrate/registry:dev              distribution's OCI registry (bin/registry): the release is pushed to it on kind
@@ -67,10 +68,11 @@ ln -sfn usr/lib "$P/lib"; ln -sfn usr/lib64 "$P/lib64"; ln -sfn usr/bin "$P/bin"
 cp "$W/postgres-init" "$P/usr/local/bin/postgres-init"
 # no chown in the image layers: the directories postgres writes to are world-writable and sticky
 chmod 1777 "$P/var/run/postgresql" "$P/var/lib/postgresql/data"
-mk -o "$OUT/postgres.tar" -tag ghcr.io/premigrate/postgres:15 -base -dir "$P:/" \
+# also named premigrate/postgres:15, the name the previous release's chart renders (hack/previous-release)
+mk -o "$OUT/postgres.tar" -tag ghcr.io/premigrate/postgres:15 -tag premigrate/postgres:15 -base -dir "$P:/" \
   -entrypoint /usr/local/bin/postgres-init -user 999:999 -stop-signal SIGINT \
   -env "PATH=/usr/local/bin:$PG/bin:/usr/bin:/bin" -env PGDATA=/var/lib/postgresql/data -env LANG=C.UTF-8
-say "image ghcr.io/premigrate/postgres:15"
+say "image ghcr.io/premigrate/postgres:15 (also premigrate/postgres:15)"
 
 if [ "$IMAGE_SET" = all ]; then
 # the adopter example's app (examples/ledger), its version from its chart

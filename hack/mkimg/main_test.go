@@ -116,3 +116,23 @@ func TestTheCommandLineRefusesAMissingTagAndAPathWithoutADestination(t *testing.
 		assert.Error(t, run(args), "%q", args)
 	}
 }
+
+func TestAnArchiveWithTwoTagsLoadsTheSameImageUnderBothNames(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "app")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755))
+	out := filepath.Join(dir, "app.tar")
+	require.NoError(t, run([]string{"-o", out, "-tag", "ghcr.io/premigrate/postgres:15", "-tag", "premigrate/postgres:15",
+		"-file", bin + ":/app", "-entrypoint", "/app"}))
+	var digests []string
+	for _, n := range []string{"ghcr.io/premigrate/postgres:15", "premigrate/postgres:15"} {
+		tag, err := name.NewTag(n)
+		require.NoError(t, err)
+		img, err := tarball.ImageFromPath(out, &tag)
+		require.NoError(t, err, n)
+		d, err := img.Digest()
+		require.NoError(t, err)
+		digests = append(digests, d.String())
+	}
+	assert.Equal(t, digests[0], digests[1])
+}
