@@ -42,7 +42,7 @@ cluster: chart-deps images ## create or reuse the kind cluster and load our imag
 	@node_image=$$(hack/offline/kind/node-image.sh) && go run ./test/cmd/cluster up --node-image "$$node_image"
 
 .PHONY: test-gitops
-test-gitops: tools chart-deps images gitops-images ## only the Flux and Argo CD scenarios (part of make test-e2e)
+test-gitops: tools chart-deps images gitops-images release-e2e ## only the Flux and Argo CD scenarios (part of make test-e2e)
 	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
 

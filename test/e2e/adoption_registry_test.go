@@ -276,6 +276,66 @@ func TestTheReleaseInstallsFromAMirrorWhoseImagesTheNodesPull(t *testing.T) {
 
 	// the release, where the workflow would put it (ghcr.io/premigrate), here below <registry>/premigrate
 	start := time.Now()
+	digests := pushRelease(t, reg, dist, upstream)
+	res.Numbers["push_sec"] = time.Since(start).Seconds()
+
+	// the README's block, with its two names pointed at this registry
+	block := readmeBlock(t, "### Pull from your own registry")
+	block = replaceAll(t, block, "ghcr.io/premigrate/", upstream+"/")
+	block = replaceAll(t, block, "MIRROR=registry.example.com", "MIRROR="+mirror)
+	ns := env.NewNamespace(t, "mirror", restricted)
+	runEnv := reg.tlsEnv()
+	runEnv["PATH"] = filepath.Join(env.RepoRoot, "bin") + ":" + os.Getenv("PATH") // crane, and helm: Helm 3
+	runEnv["HELM_NAMESPACE"] = ns
+	start = time.Now()
+	if out, err := env.Run.RunCmd(t, framework.Cmd{Bin: "bash", Args: []string{"-euo", "pipefail", "-c", block}, Env: runEnv}); err != nil {
+		t.Fatalf("the README's block:\n%s\nfailed: %v\n%s", block, err, out)
+	}
+	res.Numbers["mirror_and_install_sec"] = time.Since(start).Seconds()
+	r := env.NewRelease(t, ns, "my-app", env.Helm3)
+	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", ns, "deployment/"+r.Fullname(), "--timeout=3m")
+
+	// the kubelet pulled each image from the mirror, and runs what the release pushed
+	assertPulledFromRegistry(t, ns, mirror, map[string]string{
+		"gate:" + env.AppVersion: digests["gate"], "demo:" + env.AppVersion: digests["demo"], "postgres:15": digests["postgres"],
+	})
+	id := r.AppIdentity(ctx)
+	if id == "" {
+		t.Fatal("the app Deployment carries no identity")
+	}
+	r.AssertWitness(ctx, id)
+
+	// a chart that depends on the library, taking it from the mirror (the library README's Chart.yaml line)
+	libraryFromRegistry(t, reg, dist, mirror+"/premigrate/charts", digests["gate"])
+
+	// control: a path the mirror does not hold; nothing else can supply the images
+	cns := env.NewNamespace(t, "mirror-control", restricted)
+	out, err := env.Run.RunCmd(t, framework.Cmd{Bin: env.Helm3, Args: []string{"install", "control", "oci://" + mirror + "/premigrate/charts/premigrate",
+		"--version", chartVersion(t, env.Chart), "-n", cns, "--set", "global.imageRegistry=" + reg.host + "/absent", "--wait", "--timeout", "40s"},
+		Env: reg.tlsEnv()})
+	if err == nil {
+		t.Fatalf("the install from a path the registry does not hold succeeded: its images came from elsewhere\n%s", out)
+	}
+	framework.WaitUntil(t, "a pull from the absent path to fail", time.Minute, func(ctx context.Context) (bool, error) {
+		evs, err := env.Client.CoreV1().Events(cns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "Failed" && strings.Contains(e.Message, `"`+reg.host+"/absent/premigrate/") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// pushRelease pushes make release's layout below to (as the release workflow pushes it to ghcr.io/premigrate),
+// and the tests' PostgreSQL image beside it, and returns each repository's digest (gate, demo, postgres,
+// charts/premigrate, charts/premigrate-lib).
+func pushRelease(t *testing.T, reg registry, dist, to string) map[string]string {
+	t.Helper()
+	upstream := to
 	out, err := env.Run.RunCmd(t, framework.Cmd{Bin: "go", Args: []string{"run", "./hack/release", "push", "--layout", filepath.Join(dist, "oci"), "--to", upstream},
 		Dir: env.RepoRoot, Env: reg.tlsEnv(), Stdout: true})
 	if err != nil {
@@ -312,57 +372,7 @@ func TestTheReleaseInstallsFromAMirrorWhoseImagesTheNodesPull(t *testing.T) {
 		t.Fatalf("labelling PostgreSQL: %v\n%s", err, out)
 	}
 	_, digests["postgres"], _ = strings.Cut(strings.TrimSpace(out), "@")
-	res.Numbers["push_sec"] = time.Since(start).Seconds()
-
-	// the README's block, with its two names pointed at this registry
-	block := readmeBlock(t, "### Pull from your own registry")
-	block = replaceAll(t, block, "ghcr.io/premigrate/", upstream+"/")
-	block = replaceAll(t, block, "MIRROR=registry.example.com", "MIRROR="+mirror)
-	ns := env.NewNamespace(t, "mirror", restricted)
-	runEnv := reg.tlsEnv()
-	runEnv["PATH"] = filepath.Join(env.RepoRoot, "bin") + ":" + os.Getenv("PATH") // crane, and helm: Helm 3
-	runEnv["HELM_NAMESPACE"] = ns
-	start = time.Now()
-	if out, err := env.Run.RunCmd(t, framework.Cmd{Bin: "bash", Args: []string{"-euo", "pipefail", "-c", block}, Env: runEnv}); err != nil {
-		t.Fatalf("the README's block:\n%s\nfailed: %v\n%s", block, err, out)
-	}
-	res.Numbers["mirror_and_install_sec"] = time.Since(start).Seconds()
-	r := env.NewRelease(t, ns, "my-app", env.Helm3)
-	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", ns, "deployment/"+r.Fullname(), "--timeout=3m")
-
-	// the kubelet pulled each image from the mirror, and runs what the release pushed
-	assertPulledFromRegistry(t, ns, mirror, map[string]string{
-		"gate:" + env.AppVersion: digests["gate"], "demo:" + env.AppVersion: digests["demo"], "postgres:15": digests["postgres"],
-	})
-	id := r.AppIdentity(ctx)
-	if id == "" {
-		t.Fatal("the app Deployment carries no identity")
-	}
-	r.AssertWitness(ctx, id)
-
-	// a chart that depends on the library, taking it from the mirror (the library README's Chart.yaml line)
-	libraryFromRegistry(t, reg, dist, mirror+"/premigrate/charts", digests["gate"])
-
-	// control: a path the mirror does not hold; nothing else can supply the images
-	cns := env.NewNamespace(t, "mirror-control", restricted)
-	out, err = env.Run.RunCmd(t, framework.Cmd{Bin: env.Helm3, Args: []string{"install", "control", "oci://" + mirror + "/premigrate/charts/premigrate",
-		"--version", chartVersion(t, env.Chart), "-n", cns, "--set", "global.imageRegistry=" + reg.host + "/absent", "--wait", "--timeout", "40s"},
-		Env: reg.tlsEnv()})
-	if err == nil {
-		t.Fatalf("the install from a path the registry does not hold succeeded: its images came from elsewhere\n%s", out)
-	}
-	framework.WaitUntil(t, "a pull from the absent path to fail", time.Minute, func(ctx context.Context) (bool, error) {
-		evs, err := env.Client.CoreV1().Events(cns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, e := range evs.Items {
-			if e.Reason == "Failed" && strings.Contains(e.Message, `"`+reg.host+"/absent/premigrate/") {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	return digests
 }
 
 // assertPulledFromRegistry checks, for each image (name:tag below registry/premigrate) and its digest, that a

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ var (
 	fluxUpgradesScenario              = scenarios.Declare(framework.GitOps, "flux-upgrades")
 	fluxFailedMigrationScenario       = scenarios.Declare(framework.GitOps, "flux-failed-migration")
 	fluxHookOutputLogsControlScenario = scenarios.Declare(framework.GitOps, "flux-hook-output-logs-control")
+	fluxOCIScenario                   = scenarios.Declare(framework.GitOps, "flux-oci-repository")
 	argocdUpgradesScenario            = scenarios.Declare(framework.GitOps, "argocd-upgrades")
 	argocdFailedMigrationScenario     = scenarios.Declare(framework.GitOps, "argocd-failed-migration")
 	argocdSelectiveSyncScenario       = scenarios.Declare(framework.GitOps, "argocd-selective-sync")
@@ -130,6 +132,81 @@ spec:
       interval: 1m
   values: %[2]s
 `
+
+// fluxOCIManifest is docs/gitops.md's HelmRepository of type oci (the chart's OCI repository), with the CA of
+// the registry on kind, and a HelmRelease of the chart's version from it. %[1]s: the registry, %[2]s: the CA
+// (indented), %[3]s: the chart's version, %[4]s: the values.
+const fluxOCIManifest = `apiVersion: v1
+kind: Secret
+metadata:
+  name: registry-ca
+stringData:
+  ca.crt: |
+%[2]s
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata:
+  name: premigrate
+spec:
+  type: oci
+  url: oci://%[1]s/premigrate/charts
+  interval: 10m
+  certSecretRef:
+    name: registry-ca
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: shop
+spec:
+  releaseName: shop
+  interval: 10m
+  timeout: 5m
+  chart:
+    spec:
+      chart: premigrate
+      version: %[3]s
+      sourceRef:
+        kind: HelmRepository
+        name: premigrate
+  values: %[4]s
+`
+
+// fluxInstallsFromAnOCIRepository pushes make release's layout to a registry on kind and lets Flux take the
+// chart from it as docs/gitops.md says (a HelmRepository of type oci), with global.imageRegistry: the
+// HelmRelease is Ready, the nodes pulled the gate, the demo and PostgreSQL from that registry with the
+// release's digests (the kubelet's events, the pods' image IDs), and the witness sees no app before its migration.
+func fluxInstallsFromAnOCIRepository(t *testing.T) {
+	gitopsUp(t, "flux")
+	scenario(t, fluxOCIScenario, "flux")
+	ctx := context.Background()
+	dist := releaseDist(t)
+	reg := startRegistry(t)
+	digests := pushRelease(t, reg, dist, reg.host+"/premigrate")
+	ca, err := os.ReadFile(reg.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := env.NewNamespace(t, "flux-oci", restricted)
+	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
+	values, err := json.Marshal(fluxValues(map[string]any{"global": map[string]any{"imageRegistry": reg.host}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := fmt.Sprintf(fluxOCIManifest, reg.host, "    "+strings.ReplaceAll(strings.TrimSpace(string(ca)), "\n", "\n    "),
+		chartVersion(t, env.Chart), values)
+	if out, err := env.Run.Input(t, []byte(manifest), env.Kubectl, "apply", "-n", ns, "-f", "-"); err != nil {
+		t.Fatalf("applying the HelmRepository and the HelmRelease: %v\n%s", err, out)
+	}
+	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
+		t.Fatalf("the install from the OCI repository did not reconcile: %s: %s", ready.Reason, ready.Message)
+	}
+	assertPulledFromRegistry(t, ns, reg.host, map[string]string{
+		"gate:" + env.AppVersion: digests["gate"], "demo:" + env.AppVersion: digests["demo"], "postgres:15": digests["postgres"],
+	})
+	f.AssertWitness(ctx, f.AppIdentity(ctx))
+}
 
 // fluxValues are the chart's values under Flux: its defaults but migration.hookOutputLogs false, because
 // helm-controller (v1.4.0 here, up to at least v1.6.3) crashes on helm.sh/hook-output-log-policy when a hook
@@ -436,6 +513,7 @@ func TestFluxRunsTheChartWithItsDefaults(t *testing.T) {
 	t.Run("with a working controller", func(t *testing.T) {
 		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgradesWithItsDefaults))
 		t.Run("reports a failed migration while the old pods keep serving", sharing(weightOne, 70*time.Second, fluxReportsAFailedMigration))
+		t.Run("installs from the chart's OCI repository, its images from the same registry", sharing(weightOne, 60*time.Second, fluxInstallsFromAnOCIRepository))
 	})
 	t.Run("crashes helm-controller on a failed hook when hookOutputLogs is left on", fluxCrashesOnHookOutputLogs)
 }
