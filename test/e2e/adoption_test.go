@@ -324,41 +324,75 @@ func TestTheLedgersEvidenceSeesPodsThatStartBeforeTheirMigration(t *testing.T) {
 
 // TestTheMigrationRunsThroughADatabaseProxySidecar gives the migration pod a native sidecar, a TCP proxy in
 // front of the database, and a URL that reaches the database only through it: the Job completes, the pods are
-// gated as before, and the proxy's own log shows the migration's connection. Without the sidecar the same
-// values fail the upgrade, and no pod of the new schema starts.
+// gated as before, and the proxy's own log shows the migration's connection. Then the proxy goes into
+// pod.initContainers, before a wait-for-db init container that reaches the database through it: the list's
+// order is the order the kubelet starts them, so the upgrade passes. The controls: the same wait-for-db with
+// the proxy in pod.sidecars (which come after the init containers) fails the upgrade, and so do the proxied
+// values without the proxy; no pod of a failed schema starts.
 func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
-	share(t, weightOne, 60*time.Second)
+	share(t, weightOne, 90*time.Second)
 	scenario(t, migrationProxySidecarScenario, env.Helm4)
 	l := newLedger(t, env.Helm4)
-	proxied := []map[string]any{{"name": "LEDGER_MIGRATION_DATABASE_URL", "value": "postgres://ledger:ledger-pw@127.0.0.1:6432/ledger?sslmode=disable"}}
-	sidecar := map[string]any{"name": "db-proxy", "image": ledgerImage, "imagePullPolicy": "Never", "restartPolicy": "Always",
+	url := "postgres://ledger:ledger-pw@127.0.0.1:6432/ledger?sslmode=disable"
+	proxied := []map[string]any{{"name": "LEDGER_MIGRATION_DATABASE_URL", "value": url}}
+	proxy := map[string]any{"name": "db-proxy", "image": ledgerImage, "imagePullPolicy": "Never", "restartPolicy": "Always",
 		"args": []string{"proxy", "--listen", "127.0.0.1:6432", "--to", "ledger-db:5432"}}
-	values := func(v int, sidecars []map[string]any) map[string]any {
+	waitForDB := map[string]any{"name": "wait-for-db", "image": ledgerImage, "imagePullPolicy": "Never",
+		"args": []string{"wait-for-db", "--timeout", "10s"}, "env": proxied}
+	values := func(v int, initContainers, sidecars []map[string]any) map[string]any {
 		return map[string]any{"schemaVersion": v, "migrations": map[string]any{
-			"ttlSecondsAfterFinished": nil, "backoffLimit": 0, "env": proxied, "pod": map[string]any{"sidecars": sidecars},
+			"ttlSecondsAfterFinished": nil, "backoffLimit": 0, "env": proxied,
+			"pod": map[string]any{"initContainers": initContainers, "sidecars": sidecars},
 		}}
 	}
-	if out, err := l.deploy(values(1, []map[string]any{sidecar}), true); err != nil {
-		t.Fatalf("install: %v\n%s", err, out)
+	// logs is a container's log in the newest migration Job that completed
+	logs := func(container string) string {
+		jobs, err := env.Client.BatchV1().Jobs(l.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var newest *batchv1.Job
+		for i, j := range jobs.Items {
+			if j.Status.Succeeded > 0 && (newest == nil || newest.CreationTimestamp.Before(&j.CreationTimestamp)) {
+				newest = &jobs.Items[i]
+			}
+		}
+		if newest == nil {
+			t.Fatalf("no migration Job completed in %s", l.ns)
+		}
+		return env.Run.Must(t, env.Kubectl, "logs", "-n", l.ns, "job/"+newest.Name, "-c", container)
+	}
+	if out, err := l.deploy(values(1, nil, []map[string]any{proxy}), true); err != nil {
+		t.Fatalf("install with the proxy in pod.sidecars: %v\n%s", err, out)
 	}
 	l.assertSchema(1, 2)
-	jobs, err := env.Client.BatchV1().Jobs(l.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration"})
-	if err != nil || len(jobs.Items) != 1 {
-		t.Fatalf("want the install's migration Job, got %d (%v)", len(jobs.Items), err)
-	}
-	log := env.Run.Must(t, env.Kubectl, "logs", "-n", l.ns, "job/"+jobs.Items[0].Name, "-c", "db-proxy")
-	if !strings.Contains(log, "proxy: connection") {
+	if log := logs("db-proxy"); !strings.Contains(log, "proxy: connection") {
 		t.Fatalf("the proxy saw no connection:\n%s", log)
 	}
-	// the control: the same URL without the proxy fails the upgrade, and nothing of schema 2 starts
-	if out, err := l.deploy(values(2, nil), true); err == nil {
-		t.Fatalf("the upgrade without the proxy succeeded:\n%s", out)
+	if out, err := l.deploy(values(2, []map[string]any{proxy, waitForDB}, nil), true); err != nil {
+		t.Fatalf("upgrade with the proxy in pod.initContainers before wait-for-db: %v\n%s", err, out)
 	}
-	if got := l.psql(`SELECT max(version) FROM ledger_schema`); got != "1" {
-		t.Errorf("schema = %s after the failed upgrade, want 1", got)
+	l.assertSchema(2, 2)
+	if log := logs("wait-for-db"); !strings.Contains(log, "the database answers") {
+		t.Fatalf("wait-for-db did not reach the database through the proxy:\n%s", log)
 	}
-	if n := l.psqlInt(`SELECT count(*) FROM ledger_pod_starts WHERE wanted = 2`); n != 0 {
-		t.Errorf("%d pods of schema 2 started although its migration failed", n)
+	// the controls: wait-for-db before the proxy, then no proxy at all; each fails, and nothing of schema 3 starts
+	for _, c := range []struct {
+		name                     string
+		initContainers, sidecars []map[string]any
+	}{
+		{"wait-for-db with the proxy in pod.sidecars", []map[string]any{waitForDB}, []map[string]any{proxy}},
+		{"the proxied URL without the proxy", nil, nil},
+	} {
+		if out, err := l.deploy(values(3, c.initContainers, c.sidecars), true); err == nil {
+			t.Fatalf("the upgrade with %s succeeded:\n%s", c.name, out)
+		}
+		if got := l.psql(`SELECT max(version) FROM ledger_schema`); got != "2" {
+			t.Errorf("schema = %s after the upgrade with %s, want 2", got, c.name)
+		}
+		if n := l.psqlInt(`SELECT count(*) FROM ledger_pod_starts WHERE wanted = 3`); n != 0 {
+			t.Errorf("%d pods of schema 3 started although the migration with %s failed", n, c.name)
+		}
 	}
 	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=1m")
 }

@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -18,21 +17,11 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
-// adoptStep is one block of the library README's "Adopt it": what to do (append, create, patch) to which file
-// of a `helm create` chart, and the block's text.
-type adoptStep struct{ action, file, text string }
-
-var adoptBlock = regexp.MustCompile("(?s)<!-- adopt: (append|create|patch) (\\S+) -->\n```[a-z]*\n(.*?)```")
-
-// adoptSteps reads the README's adoption blocks, in order.
-func adoptSteps(t *testing.T) []adoptStep {
+// adoptSteps reads the library README's adoption blocks ("Adopt it"), in order.
+func adoptSteps(t *testing.T) []framework.AdoptStep {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(libDir, "README.md"))
+	steps, err := framework.AdoptSteps(filepath.Join(libDir, "README.md"))
 	require.NoError(t, err)
-	var steps []adoptStep
-	for _, m := range adoptBlock.FindAllStringSubmatch(string(b), -1) {
-		steps = append(steps, adoptStep{action: m[1], file: m[2], text: m[3]})
-	}
 	return steps
 }
 
@@ -66,20 +55,7 @@ func adoptIntoHelmCreate(t *testing.T, cli string) string {
 	runIn(t, dir, cli, "", "create", "myapp")
 	chart := filepath.Join(dir, "myapp")
 	for _, s := range adoptSteps(t) {
-		path := filepath.Join(chart, s.file)
-		switch s.action {
-		case "append":
-			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-			require.NoError(t, err, "step %s %s: helm create made no such file", s.action, s.file)
-			_, err = f.WriteString("\n" + s.text)
-			require.NoError(t, err)
-			require.NoError(t, f.Close())
-		case "create":
-			require.NoError(t, os.WriteFile(path, []byte(s.text), 0o644))
-		case "patch":
-			// git apply: exact context, no fuzz; the README's diff must fit helm create's file as it is
-			runIn(t, chart, "git", s.text, "apply", "--verbose", "-")
-		}
+		s.Apply(t, &framework.Runner{}, chart)
 	}
 	runIn(t, "", "cp", "", "-r", libDir, filepath.Join(chart, "charts", "premigrate-lib"))
 	return chart
@@ -93,7 +69,7 @@ func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
 	steps := adoptSteps(t)
 	var did []string
 	for _, s := range steps {
-		did = append(did, s.action+" "+s.file)
+		did = append(did, s.Action+" "+s.File)
 	}
 	require.Equal(t, []string{"append Chart.yaml", "append values.yaml", "create templates/_premigrate.tpl",
 		"create templates/migration.yaml", "patch templates/deployment.yaml"}, did, "the README's adoption blocks")

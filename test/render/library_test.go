@@ -134,6 +134,18 @@ func TestTheMigrationPodIsConfigurableAndEachSettingIsPartOfTheIdentity(t *testi
 				require.NotNil(t, p.RestartPolicy)
 				assert.Equal(t, corev1.ContainerRestartPolicyAlways, *p.RestartPolicy)
 			}},
+		{"a proxy listed in initContainers starts before the init container after it, then the sidecars",
+			"migration:\n  initContainers: [{name: db-proxy, image: proxy:1, restartPolicy: Always}, {name: wait-for-db, image: app:1}]\n  sidecars: [{name: metrics, image: m:1, restartPolicy: Always}]\n",
+			func(t *testing.T, j *batchv1.Job) {
+				var names []string
+				for _, c := range j.Spec.Template.Spec.InitContainers {
+					names = append(names, c.Name)
+				}
+				assert.Equal(t, []string{"install-gate", "db-proxy", "wait-for-db", "metrics"}, names, "the kubelet starts them in this order")
+				p := container(t, j.Spec.Template.Spec.InitContainers, "db-proxy")
+				require.NotNil(t, p.RestartPolicy)
+				assert.Equal(t, corev1.ContainerRestartPolicyAlways, *p.RestartPolicy)
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -8,6 +8,7 @@
 //	                        LEDGER_MIGRATE_DELAY makes it a long migration (a Go duration to wait first)
 //	ledger serve            record this start, refuse a schema older than LEDGER_SCHEMA, serve /readyz
 //	ledger proxy            a TCP proxy (a database proxy sidecar of the migration pod), logging each connection
+//	ledger wait-for-db      connect to the database and exit (an init container that needs the proxy first)
 package main
 
 import (
@@ -62,7 +63,7 @@ func exitCode(err error) int {
 	}
 }
 
-var errUsage = errors.New("usage: ledger migrate --to N | ledger serve | ledger proxy --listen ADDR --to ADDR")
+var errUsage = errors.New("usage: ledger migrate --to N | ledger serve | ledger proxy --listen ADDR --to ADDR | ledger wait-for-db [--timeout D]")
 
 func run(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
 	if len(args) == 0 {
@@ -75,10 +76,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
-		url := getenv("LEDGER_MIGRATION_DATABASE_URL")
-		if url == "" {
-			url = getenv("LEDGER_DATABASE_URL")
-		}
+		url := migrationURL(getenv)
 		if d := getenv("LEDGER_MIGRATE_DELAY"); d != "" {
 			delay, err := time.ParseDuration(d)
 			if err != nil {
@@ -112,17 +110,37 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 			return fmt.Errorf("proxy: --to is required: %w", errUsage)
 		}
 		return proxy(ctx, *listen, *to, log)
+	case "wait-for-db":
+		within := fs.Duration("timeout", 30*time.Second, "how long to try")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return waitForDB(ctx, migrationURL(getenv), *within, log)
 	default:
 		return errUsage
 	}
 }
 
+// migrationURL is the database URL of the migration's pod: LEDGER_MIGRATION_DATABASE_URL (e.g. through a
+// proxy sidecar), else the app's.
+func migrationURL(getenv func(string) string) string {
+	if url := getenv("LEDGER_MIGRATION_DATABASE_URL"); url != "" {
+		return url
+	}
+	return getenv("LEDGER_DATABASE_URL")
+}
+
 // connect retries for up to 30 s: the database may still be starting.
 func connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	return connectWithin(ctx, url, 30*time.Second)
+}
+
+// connectWithin retries once a second until it connects or `within` has passed.
+func connectWithin(ctx context.Context, url string, within time.Duration) (*pgx.Conn, error) {
 	if url == "" {
 		return nil, errors.New("no database URL (LEDGER_DATABASE_URL)")
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(within)
 	for {
 		conn, err := pgx.Connect(ctx, url)
 		if err == nil {
@@ -133,6 +151,16 @@ func connect(ctx context.Context, url string) (*pgx.Conn, error) {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// waitForDB connects once and closes: an init container that must not end before the database answers.
+func waitForDB(ctx context.Context, url string, within time.Duration, log *slog.Logger) error {
+	conn, err := connectWithin(ctx, url, within)
+	if err != nil {
+		return fmt.Errorf("wait for the database: %w", err)
+	}
+	log.Info("the database answers")
+	return conn.Close(ctx)
 }
 
 // migrate applies the versions above the database's up to `to`, in one transaction under an advisory lock.

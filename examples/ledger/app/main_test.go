@@ -71,6 +71,20 @@ func TestTheProxyForwardsConnectionsToTheDatabase(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+func TestWaitForDBEndsWhenTheDatabaseAnswersAndFailsWhenNothingListens(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	ctx := context.Background()
+	require.NoError(t, waitForDB(ctx, dsn, time.Second, quiet))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	start := time.Now()
+	err = waitForDB(ctx, "postgres://ledger@"+addr+"/ledger?sslmode=disable&connect_timeout=1", 2*time.Second, quiet)
+	require.ErrorContains(t, err, "wait for the database")
+	assert.Less(t, time.Since(start), 10*time.Second, "it gives up after its timeout")
+}
+
 func port(t *testing.T, addr string) uint16 {
 	t.Helper()
 	_, p, err := net.SplitHostPort(addr)
