@@ -74,12 +74,12 @@ stringData:
 // replicas, the restricted contexts, and a label the witness finds the app's pods by (not in the selector).
 func existingServiceValues(v string) map[string]any {
 	return map[string]any{
-		"replicaCount": 2,
-		"image":        map[string]any{"repository": "ghcr.io/premigrate/demo", "tag": v, "pullPolicy": "Never"},
-		"service":      map[string]any{"port": 8080},
-		"podLabels":    map[string]any{"app.kubernetes.io/component": "app"},
-		"readinessProbe": map[string]any{"httpGet": map[string]any{"path": "/readyz", "port": "http"}, "periodSeconds": 1},
-		"livenessProbe":  map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+		"replicaCount":       2,
+		"image":              map[string]any{"repository": "ghcr.io/premigrate/demo", "tag": v, "pullPolicy": "Never"},
+		"service":            map[string]any{"port": 8080},
+		"podLabels":          map[string]any{"app.kubernetes.io/component": "app"},
+		"readinessProbe":     map[string]any{"httpGet": map[string]any{"path": "/readyz", "port": "http"}, "periodSeconds": 1},
+		"livenessProbe":      map[string]any{"httpGet": map[string]any{"path": "/healthz", "port": "http"}, "periodSeconds": 10},
 		"podSecurityContext": map[string]any{"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": map[string]any{"type": "RuntimeDefault"}},
 		"securityContext": map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
 			"capabilities": map[string]any{"drop": []any{"ALL"}}},

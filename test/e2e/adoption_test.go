@@ -345,7 +345,8 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 			"pod": map[string]any{"initContainers": initContainers, "sidecars": sidecars},
 		}}
 	}
-	// logs is a container's log in the newest migration Job that completed
+	// logs is a container's log in the newest migration Job (the install's may still be completing when the
+	// pods it released are Ready)
 	logs := func(container string) string {
 		jobs, err := env.Client.BatchV1().Jobs(l.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=migration"})
 		if err != nil {
@@ -353,12 +354,12 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 		}
 		var newest *batchv1.Job
 		for i, j := range jobs.Items {
-			if j.Status.Succeeded > 0 && (newest == nil || newest.CreationTimestamp.Before(&j.CreationTimestamp)) {
+			if newest == nil || newest.CreationTimestamp.Before(&j.CreationTimestamp) {
 				newest = &jobs.Items[i]
 			}
 		}
 		if newest == nil {
-			t.Fatalf("no migration Job completed in %s", l.ns)
+			t.Fatalf("no migration Job in %s", l.ns)
 		}
 		return env.Run.Must(t, env.Kubectl, "logs", "-n", l.ns, "job/"+newest.Name, "-c", container)
 	}
@@ -380,12 +381,16 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 	for _, c := range []struct {
 		name                     string
 		initContainers, sidecars []map[string]any
+		failed                   string // the container that must have failed
 	}{
-		{"wait-for-db with the proxy in pod.sidecars", []map[string]any{waitForDB}, []map[string]any{proxy}},
-		{"the proxied URL without the proxy", nil, nil},
+		{"wait-for-db with the proxy in pod.sidecars", []map[string]any{waitForDB}, []map[string]any{proxy}, "wait-for-db"},
+		{"the proxied URL without the proxy", nil, nil, "migrate"},
 	} {
 		if out, err := l.deploy(values(3, c.initContainers, c.sidecars), true); err == nil {
 			t.Fatalf("the upgrade with %s succeeded:\n%s", c.name, out)
+		}
+		if !containerFailed(t, l.ns, l.name+"-ledger-migrate", c.failed) {
+			t.Errorf("the upgrade with %s failed, but not in its %s container", c.name, c.failed)
 		}
 		if got := l.psql(`SELECT max(version) FROM ledger_schema`); got != "2" {
 			t.Errorf("schema = %s after the upgrade with %s, want 2", got, c.name)
@@ -395,6 +400,24 @@ func TestTheMigrationRunsThroughADatabaseProxySidecar(t *testing.T) {
 		}
 	}
 	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", l.ns, "deployment/"+l.name+"-ledger", "--timeout=1m")
+}
+
+// containerFailed says whether a pod of Job job in ns has a container (or init container) named name that
+// ended with a non-zero exit code.
+func containerFailed(t *testing.T, ns, job, name string) bool {
+	t.Helper()
+	pods, err := env.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+	if err != nil {
+		t.Fatalf("listing the pods of Job %s: %v", job, err)
+	}
+	for _, p := range pods.Items {
+		for _, st := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if st.Name == name && st.State.Terminated != nil && st.State.Terminated.ExitCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ptrText prints an optional number: its value, or "unset".
