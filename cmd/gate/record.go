@@ -151,18 +151,7 @@ func (r *recorder) read(ctx context.Context, anchor *corev1.ConfigMap) (map[stri
 // by the --records ConfigMap when the records are bound to no database, by nothing when only a URL names it;
 // it starts with the records kept in the --records ConfigMap.
 func (r *recorder) storeOptions(ctx context.Context, o *record.Options) error {
-	meta := &record.Metadata{Labels: map[string]string{}}
-	if r.meta != nil {
-		maps.Copy(meta.Labels, r.meta.Labels)
-	}
-	meta.Labels["app.kubernetes.io/managed-by"] = record.FieldManager
-	// Argo CD tracking by label (its default before 3.0) would take the store, which carries the release's
-	// instance label, for an extraneous object of the Application: out of sync, and pruned
-	meta.Annotations = map[string]string{
-		"argocd.argoproj.io/compare-options": "IgnoreExtraneous",
-		"argocd.argoproj.io/sync-options":    "Prune=false",
-	}
-	o.Create = meta
+	o.Create = r.gateOwnedMetadata()
 	anchor, err := r.clients.configMaps(r.ns).Get(ctx, r.o.records, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -180,6 +169,23 @@ func (r *recorder) storeOptions(ctx context.Context, o *record.Options) error {
 		o.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: anchor.Name, UID: anchor.UID}
 	}
 	return nil
+}
+
+// gateOwnedMetadata is the metadata of a ConfigMap the gate creates outside the release (the store, the run
+// history): the release's labels, managed by the gate, and ignored by Argo CD.
+func (r *recorder) gateOwnedMetadata() *record.Metadata {
+	meta := &record.Metadata{Labels: map[string]string{}}
+	if r.meta != nil {
+		maps.Copy(meta.Labels, r.meta.Labels)
+	}
+	meta.Labels["app.kubernetes.io/managed-by"] = record.FieldManager
+	// Argo CD tracking by label (its default before 3.0) would take the ConfigMap, which carries the release's
+	// instance label, for an extraneous object of the Application: out of sync, and pruned
+	meta.Annotations = map[string]string{
+		"argocd.argoproj.io/compare-options": "IgnoreExtraneous",
+		"argocd.argoproj.io/sync-options":    "Prune=false",
+	}
+	return meta
 }
 
 // write records the identity.

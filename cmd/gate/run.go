@@ -24,6 +24,8 @@ type runOptions struct {
 	waitPG        string
 	waitPGTimeout time.Duration
 	check         []string
+	history       string
+	historyKeep   int
 	argv          []string // the migration command, after --
 }
 
@@ -34,6 +36,11 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.waitPG, "wait-for-postgres", "",
 		"HOST:PORT of a PostgreSQL server: before running the command, wait until it accepts connections")
 	fs.DurationVar(&o.waitPGTimeout, "wait-for-postgres-timeout", 10*time.Minute, "give up waiting for PostgreSQL after this long (exit 1)")
+	fs.StringVar(&o.history, "history", "",
+		"name of a ConfigMap that keeps the history of the runs (created when missing, owned by the --records ConfigMap): each run that "+
+			"started the command adds when it started, its identity, Job and pod, its outcome and duration, and the last "+
+			fmt.Sprint(record.TailLines)+" lines of its output, readable after the Job is gone (empty: no history)")
+	fs.IntVar(&o.historyKeep, "history-keep", 10, "keep only the newest N runs in the --history ConfigMap (at least 1)")
 	fs.Var(argvFlag{&o.check}, "check",
 		`a command, as a JSON array (e.g. ["python","manage.py","migrate","--check"]), that asks the database whether this migration is applied: `+
 			"exit 0 yes, any other exit no. Run when the identity is recorded on this database: when it says no (a database restored from a dump "+
@@ -53,6 +60,9 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	}
 	if o.waitPGTimeout <= 0 {
 		return usageErrorf("--wait-for-postgres-timeout must be > 0")
+	}
+	if o.historyKeep < 1 {
+		return usageErrorf("--history-keep must be at least 1, not %d", o.historyKeep)
 	}
 	started := e.now()
 	r, err := o.prepare(e)
@@ -102,20 +112,34 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 		case <-childCtx.Done():
 		}
 	}()
-	code := runChild(childCtx, o.argv, e.Streams, log)
+	streams, tail := e.Streams, &outputTail{}
+	if o.history != "" {
+		streams.Out, streams.Err = io.MultiWriter(e.Out, tail), io.MultiWriter(e.Err, tail)
+	}
+	code := runChild(childCtx, o.argv, streams, log)
 	took := e.now().Sub(start).Round(time.Millisecond)
+	outcome, err := r.conclude(ctx, e, o, code, took, lock)
+	r.writeHistory(ctx, o.history, o.historyKeep, record.Run{Started: start, Took: took, Identity: r.o.identity, Job: r.o.job,
+		Pod: e.getenv("HOSTNAME"), Outcome: outcome, Tail: tail.Lines()}, log)
+	return err
+}
+
+// conclude decides, once the migration command exited with code after took, whether to record the identity,
+// and records it; it returns the run's outcome in words (for the run history) and its exit.
+func (r *recorder) conclude(ctx context.Context, e *env, o *runOptions, code int, took time.Duration, lock *record.Lock) (string, error) {
+	log := e.logger()
 	select {
 	case <-lock.Lost():
 		err := fmt.Errorf("migration command %q exited %d after %s, but the release's migration lock was lost while it ran: "+
 			"not recording identity %s; the next run repeats it", o.argv[0], code, took, r.o.identity)
 		log.Error(err.Error())
-		return cli.Exit(exitFailed, err)
+		return fmt.Sprintf("failed: exit %d, the migration lock was lost while it ran, nothing recorded", code), cli.Exit(exitFailed, err)
 	default:
 	}
 	if code != exitOK {
 		err := fmt.Errorf("migration command %q exited %d after %s: nothing recorded", o.argv[0], code, took)
 		log.Error(err.Error())
-		return cli.Exit(code, err)
+		return fmt.Sprintf("failed: exit %d, nothing recorded", code), cli.Exit(code, err)
 	}
 	if ctx.Err() != nil {
 		// Stopped (SIGTERM: a deadline, a deletion, a drain) while the command ran. Its exit 0 proves nothing:
@@ -125,9 +149,9 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 			"not recording identity %s (an exit after SIGTERM does not prove the migration completed); the next run repeats it",
 			o.argv[0], took, r.o.identity)
 		log.Error(err.Error())
-		return cli.Exit(exitInterrupted, err)
+		return "stopped: exit 0 after the gate was asked to stop, nothing recorded", cli.Exit(exitInterrupted, err)
 	}
-	logf("migration command %q succeeded in %s", o.argv[0], took)
+	cli.Logf(log)("migration command %q succeeded in %s", o.argv[0], took)
 	if r.database.Bound() {
 		// the database the record will name must be the one the command migrated
 		now, err := dbid.Resolve(ctx, r.spec, r.clients.objectGetter(r.ns))
@@ -135,15 +159,18 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 		case err != nil:
 			err = fmt.Errorf("naming the database again after migration %s ran: not recording it; the next run repeats it: %w", r.o.identity, err)
 			log.Error(err.Error())
-			return cli.Exit(exitFailed, err)
+			return "succeeded, not recorded: the database could not be named again", cli.Exit(exitFailed, err)
 		case now.Value != r.database.Value:
 			err := fmt.Errorf("the database changed while migration %s ran (it was %s, it is now %s): not recording it; the next run repeats it",
 				r.o.identity, r.database.Value, now.Value)
 			log.Error(err.Error())
-			return cli.Exit(exitFailed, err)
+			return "succeeded, not recorded: the database changed while it ran", cli.Exit(exitFailed, err)
 		}
 	}
-	return r.write(ctx, e)
+	if err := r.write(ctx, e); err != nil {
+		return "succeeded, not recorded: the records could not be written", err
+	}
+	return "succeeded, recorded", nil
 }
 
 // checkRecorded reads the records ConfigMap (creating it when missing and --create-records is set) before the

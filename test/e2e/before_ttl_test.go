@@ -4,6 +4,9 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +124,63 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 		t.Errorf("%d old pods Ready while the new ones wait, want 2", ready)
 	}
 	res.Numbers["heldSec"] = time.Since(gone).Seconds()
+
+	// the run history keeps what each Job's run said after the Jobs are gone, read as docs/troubleshooting.md
+	// says: the install's run with the demo's own "applied" line, the failed run with the demo's own error
+	if jobs := r.Jobs(ctx); len(jobs) != 0 {
+		framework.WaitUntil(t, "the TTL to delete the install's Job too", time.Minute, func(ctx context.Context) (bool, error) {
+			return len(r.Jobs(ctx)) == 0, nil
+		})
+	}
+	runs := runHistory(t, ns, r.Fullname())
+	for id, want := range map[string][]string{
+		oldID: {"  job " + r.Fullname() + "-migrate-" + oldID + "  pod " + r.Fullname() + "-migrate-" + oldID + "-", "  succeeded, recorded after ", "applied version 1 ("},
+		newID: {"  job " + job + "  pod " + job + "-", "  failed: exit 1, nothing recorded after ", "injected failure in migration 2 (DEMO_FAIL_MIGRATION)"},
+	} {
+		block := runOf(runs, id)
+		for _, w := range want {
+			if !strings.Contains(block, w) {
+				t.Errorf("the run history of identity %s lacks %q; the history:\n%s", id, w, runs)
+			}
+		}
+	}
+}
+
+// runHistory runs docs/troubleshooting.md's one-liner that prints the run history of the release whose
+// objects are named fullname in namespace ns, and returns what it printed.
+func runHistory(t *testing.T, ns, fullname string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(env.RepoRoot, "docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), "<!-- run history -->\n```sh\n")
+	if !ok {
+		t.Fatal("docs/troubleshooting.md has no run history one-liner (<!-- run history --> and a sh block)")
+	}
+	line, _, _ := strings.Cut(after, "```")
+	line = replaceAll(t, replaceAll(t, line, "<fullname>", fullname), "<namespace>", ns)
+	out, err := env.Run.RunCmd(t, framework.Cmd{Bin: "bash", Args: []string{"-euo", "pipefail", "-c", line}, Stdout: true,
+		Env: map[string]string{"PATH": filepath.Join(env.RepoRoot, "bin") + ":" + os.Getenv("PATH")}})
+	if err != nil {
+		t.Fatalf("the run history one-liner %q failed: %v\n%s", line, err, out)
+	}
+	return out
+}
+
+// runOf is the block of the history of identity id's runs (each run's line and its output lines).
+func runOf(history, id string) string {
+	var b strings.Builder
+	in := false
+	for _, l := range strings.SplitAfter(history, "\n") {
+		if !strings.HasPrefix(l, " ") {
+			in = strings.Contains(l, "  identity "+id+"  ")
+		}
+		if in {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
 }
 
 // Issue: the first install with a TTL of 0 under Helm 3's --wait --wait-for-jobs failed with "jobs.batch not

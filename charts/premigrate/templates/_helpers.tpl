@@ -263,6 +263,7 @@ the data without persistence), or the external database's URL */ -}}
   "hookOutputLogs" $m.hookOutputLogs
   "failFastExitCodes" (include "premigrate.failFastExitCodes" $root | fromJsonArray)
   "keepRecords" $m.keepRecords
+  "runHistory" $m.runHistory
   "check" $m.check
   "waitForPostgres" (ternary (printf "%s:5432" (include "premigrate.postgresqlName" $root)) "" $V.postgresql.enabled)
   "preInstallHook" (ternary (not $V.postgresql.enabled) $m.preInstallHook (kindIs "invalid" $m.preInstallHook))
