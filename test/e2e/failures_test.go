@@ -151,7 +151,10 @@ func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing
 	_, d := r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{
 		"postgresql": map[string]any{"env": []any{framework.EnvVar("POSTGRES_START_DELAY", "60s")}},
 		"migration": map[string]any{"backoffLimit": 0,
-			"env": []any{framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "1s")}},
+			// 10 s: far shorter than PostgreSQL's 60 s delay, so only the gate's wait can make the migration
+			// pass, yet long enough for a connection and its SASL exchange on a busy node (1 s failed so once,
+			// the run history showed: "failed SASL auth: timeout")
+			"env": []any{framework.EnvVar("MIGRATE_CONNECT_TIMEOUT", "10s")}},
 	}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	id := r.AppIdentity(ctx)
