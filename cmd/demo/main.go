@@ -1,6 +1,6 @@
 // Command demo is the premigrate demo app: it migrates its PostgreSQL schema (demo migrate), checks
-// it (demo migrate status), serves a small records API (demo serve) and generates load against
-// that API to measure downtime during upgrades (demo load).
+// it (demo migrate status), serves a small records API (demo serve), runs a batch task on it (demo
+// report) and generates load against that API to measure downtime during upgrades (demo load).
 package main
 
 import (
@@ -48,6 +48,7 @@ Usage:
   demo migrate status   exit 0 iff the schema version equals DEMO_VERSION
   demo migrate check    exit 0 iff the schema has DEMO_VERSION's migrations (version >= DEMO_VERSION)
   demo serve            serve the records API with health and readiness endpoints
+  demo report           a batch task: record this start, count the records, exit
   demo load             send steady traffic to the API and report failures and gaps
 
 Run "demo <command> --help" for the flags and environment variables of a command.
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, e *env) error {
 		return serveCmd(ctx, args[1:], e)
 	case "load":
 		return loadCmd(ctx, args[1:], e)
+	case "report":
+		return reportCmd(ctx, args[1:], e)
 	case "help", "-h", "-help", "--help":
 		_, _ = fmt.Fprint(e.Out, usage)
 		return nil

@@ -211,11 +211,12 @@ func TestHelpDocumentsEveryFlagAndEnvironmentVariable(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"demo migrate", "demo migrate status", "demo serve", "demo load"}},
+		{[]string{"--help"}, []string{"demo migrate", "demo migrate status", "demo serve", "demo report", "demo load"}},
 		{[]string{"migrate", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "SCHEMA_ACCEPT_DATA_LOSS", "DEMO_FAIL_MIGRATION", "DEMO_REFUSE_NEWER_SCHEMA", "MIGRATE_CONNECT_TIMEOUT", "PREMIGRATE_IDENTITY", "3  refused", "started_at, finished_at"}},
 		{[]string{"migrate", "status", "-h"}, []string{"DATABASE_URL", "DEMO_VERSION", "MIGRATE_CONNECT_TIMEOUT"}},
 		{[]string{"migrate", "check", "-h"}, []string{"DATABASE_URL", "DEMO_VERSION", "MIGRATE_CONNECT_TIMEOUT"}},
 		{[]string{"serve", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "LISTEN_ADDR", "SHUTDOWN_DELAY", "POD_NAME", "PREMIGRATE_IDENTITY", "demo_pod_starts", "/healthz", "/readyz", "POST /records", "GET  /records/{id}"}},
+		{[]string{"report", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "POD_NAME", "PREMIGRATE_IDENTITY", "REPORT_TIMEOUT", "demo_pod_starts"}},
 		{[]string{"load", "--help"}, []string{"-target", "-rate", "-duration", "-report-addr", "-timeout", "GET  /report", "POST /stop", "longestGapMs"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -239,6 +240,7 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{"migrate", "--no-such-flag"},
 		{"migrate", "status", "extra"},
 		{"serve", "extra"},
+		{"report", "extra"},
 		{"load"},
 		{"load", "--target", "localhost:8080"},
 		{"load", "--target", "http://localhost", "--rate", "fast"},
@@ -520,5 +522,23 @@ func TestMigrateStoppedBySIGTERMHalfwayExitsZeroOnlyWhenAskedTo(t *testing.T) {
 				t.Errorf("schema at %d: the stopped run must have applied nothing", v)
 			}
 		})
+	}
+}
+
+func TestReportRecordsItsStartAndFailsOnASchemaOlderThanItsVersion(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	envs := map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "2", "POD_NAME": "report-1", "PREMIGRATE_IDENTITY": "abc"}
+	if r := demo(t, envs, "report"); r.code != exitFailure || !strings.Contains(r.stderr, "schema 0 is older than DEMO_VERSION 2") {
+		t.Errorf("report on an unmigrated database: exit %d, want %d naming the schema\n%s", r.code, exitFailure, r.stderr)
+	}
+	if r := demo(t, map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "2"}, "migrate"); r.code != exitOK {
+		t.Fatalf("migrate: exit %d\n%s", r.code, r.stderr)
+	}
+	envs["POD_NAME"] = "report-2"
+	if r := demo(t, envs, "report"); r.code != exitOK || r.stdout != "report: 0 records on schema 2\n" {
+		t.Errorf("report on schema 2: exit %d, stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got := queryInt(t, dsn, "SELECT count(*) FROM demo_pod_starts WHERE identity = 'abc' AND pod IN ('report-1', 'report-2')"); got != 2 {
+		t.Errorf("demo_pod_starts has %d rows of the two reports, want 2 (each start, failed or not)", got)
 	}
 }

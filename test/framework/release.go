@@ -28,6 +28,9 @@ type Release struct {
 	// PsqlArgs, when set, is how psql reaches the app's database (pod, user, database) when it is not the
 	// embedded one: an external database brought beside the chart
 	PsqlArgs []string
+	// AppSelector, when set, is the label selector of the app pods (AppPods, the witness); default: the
+	// release's instance and app.kubernetes.io/component=app
+	AppSelector string
 }
 
 // NewRelease is the release name of the chart in namespace ns, driven by the Helm CLI helmBin.
@@ -157,9 +160,11 @@ func (r *Release) AppIdentity(ctx context.Context) string {
 // AppPods lists the app pods whose template carries identity id.
 func (r *Release) AppPods(ctx context.Context, id string) []corev1.Pod {
 	r.T.Helper()
-	pods, err := r.env.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + r.Name + ",app.kubernetes.io/component=app",
-	})
+	selector := r.AppSelector
+	if selector == "" {
+		selector = "app.kubernetes.io/instance=" + r.Name + ",app.kubernetes.io/component=app"
+	}
+	pods, err := r.env.Client.CoreV1().Pods(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		r.T.Fatalf("listing app pods: %v", err)
 	}

@@ -49,6 +49,8 @@ func TestBadValuesAreRejectedNamingTheOffendingValue(t *testing.T) {
 		{"an unknown hook delete policy", "migration: {hookDeletePolicy: always}", "migration.hookDeletePolicy"},
 		{"a hook weight given as a string", `migration: {hookWeight: "5"}`, "migration.hookWeight"},
 		{"zero records kept", "migration: {keepRecords: 0}", "migration.keepRecords"},
+		{"a negative run history", "migration: {runHistory: -1}", "migration.runHistory"},
+		{"a run history given as a string", `migration: {runHistory: "10"}`, "migration.runHistory"},
 		{"a hook weight that would run the Job before its ServiceAccount", "migration: {hookWeight: -10}", "migration.hookWeight"},
 		{"an unknown pull policy", "image: {pullPolicy: Sometimes}", "image.pullPolicy"},
 		{"a gate timeout that is no duration", "gate: {timeout: 15 minutes}", "gate.timeout"},

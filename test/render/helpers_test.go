@@ -99,6 +99,7 @@ var kinds = map[string]struct {
 	"Deployment":          {"apps/v1", func() runtime.Object { return &appsv1.Deployment{} }},
 	"StatefulSet":         {"apps/v1", func() runtime.Object { return &appsv1.StatefulSet{} }},
 	"Job":                 {"batch/v1", func() runtime.Object { return &batchv1.Job{} }},
+	"CronJob":             {"batch/v1", func() runtime.Object { return &batchv1.CronJob{} }},
 	"Pod":                 {"v1", func() runtime.Object { return &corev1.Pod{} }},
 	"Service":             {"v1", func() runtime.Object { return &corev1.Service{} }},
 	"ServiceAccount":      {"v1", func() runtime.Object { return &corev1.ServiceAccount{} }},

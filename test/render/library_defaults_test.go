@@ -16,6 +16,7 @@ const (
 	ledgerJob     = ledgerFullname + "-migrate"
 	ledgerRecords = ledgerFullname + "-migrations"
 	ledgerStore   = ledgerFullname + "-migration-records"
+	ledgerRuns    = ledgerFullname + "-migration-runs"
 )
 
 // ledgerHookJob is the example's migration Job on an upgrade: the pre-upgrade hook, named without identity.
@@ -64,6 +65,8 @@ func TestThePremigrateChartFailsTheDemosRefusalAtOnceAndNoCodeOfAnotherImage(t *
 func TestTheLibrarysGateRunKeepsTwentyRecords(t *testing.T) {
 	_, job := ledgerHookJob(t)
 	assert.Equal(t, "20", migrateArg(t, job, "--keep"))
+	assert.Equal(t, ledgerRuns, migrateArg(t, job, "--history"), "every run leaves its outcome and last output lines")
+	assert.Equal(t, "10", migrateArg(t, job, "--history-keep"))
 	assert.Equal(t, ledgerRecords, migrateArg(t, job, "--records"))
 	assert.Equal(t, ledgerStore, migrateArg(t, job, "--store"), "the records are kept outside the release")
 }
@@ -81,7 +84,7 @@ func TestTheLibrarysMigrationRoleOnlyWritesTheRecordsAndItsHookJobIsRenderedWith
 	r, job := ledgerHookJob(t)
 	role := mustFind[*rbacv1.Role](t, r, "Role", ledgerJob)
 	assert.Equal(t, []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords, ledgerStore}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{ledgerRecords, ledgerStore, ledgerRuns}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{job.Name}, Verbs: []string{"get"}},
 	}, role.Rules)

@@ -232,7 +232,7 @@ migration:
 				`"labels":{"app.kubernetes.io/component":"migration","app.kubernetes.io/instance":"` + releaseName + `",` +
 				`"app.kubernetes.io/managed-by":"Helm","app.kubernetes.io/name":"premigrate","app.kubernetes.io/version":"0.3.0","helm.sh/chart":"premigrate-0.3.0"}}`
 			want := append([]string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--store", fullname + "-migration-records", "--job", "$(JOB_NAME)", "--keep", "7",
-				"--create-records", meta}, tc.tail...)
+				"--history", fullname + "-migration-runs", "--history-keep", "10", "--create-records", meta}, tc.tail...)
 			want = append(want, "--", "/demo")
 			if !equalStrings(m.Command, want) {
 				t.Errorf("%s: migrate command\n%v, want\n%v", tc.name, m.Command, want)
@@ -274,7 +274,7 @@ migration:
 			// named after the Job: beside a plain Job it lives as long as that Job
 			role := mustFind[*rbacv1.Role](t, r, "Role", r.job(t).Name)
 			want := []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations", fullname + "-migration-records"}, Verbs: []string{"get", "update", "patch"}},
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations", fullname + "-migration-records", fullname + "-migration-runs"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 				// its creation time orders the release's migrations
 				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{r.job(t).Name}, Verbs: []string{"get"}},

@@ -5,6 +5,10 @@ premigrate-lib: every public template takes one argument, a dict:
   values    the values subtree that configures the migration (any key of the chart's values; see README.md)
   fullname  optional: the prefix of the object names (default: <release>-<chart>, like `helm create`)
   name      optional: the app.kubernetes.io/name label (default: the chart's name)
+  shared    optional: true when workloads of several charts of one release (a parent and its subcharts) are
+            gated by one migration. Each chart passes the same values (e.g. .Values.global.premigrate) and
+            computes the same names and identity: the identity leaves out the chart's version (a subchart's is
+            not its parent's), fullname defaults to the release's name, and image.tag (or digest) is required
 
 "premigrate-lib.config" resolves that dict into the configuration every template reads: the values with
 their defaults, the names, the identity and how the Job is rendered. A template cannot return a dict, so it
@@ -27,6 +31,10 @@ equal): the parent chart's appVersion is the app's, not the gate's.
 {{- $root := $in.root -}}
 {{- $v := $in.values | default dict -}}
 {{- $_ := set $c "root" $root -}}
+{{- if not (or (kindIs "invalid" $in.shared) (kindIs "bool" $in.shared)) -}}
+{{- fail (printf "premigrate-lib: shared must be true or false, not %s %v" (kindOf $in.shared) $in.shared) -}}
+{{- end -}}
+{{- $_ = set $c "shared" ($in.shared | default false) -}}
 {{- /* A value that is missing or null takes its default: a null in the user's values (Helm then deletes the
 key, and the chart's default does not come back), a key the chart of an older release did not have (helm upgrade
 --reuse-values renders with the old chart's values), or a null passed as is. false, 0, [] and {} are kept. */ -}}
@@ -35,7 +43,9 @@ key, and the chart's default does not come back), a key the chart of an older re
 {{- /* names */ -}}
 {{- $name := $in.name | default $root.Chart.Name | trunc 63 | trimSuffix "-" -}}
 {{- $full := $in.fullname -}}
-{{- if not $full -}}
+{{- if and (not $full) $c.shared -}}
+{{- $full = $root.Release.Name -}}
+{{- else if not $full -}}
 {{- $full = ternary $root.Release.Name (printf "%s-%s" $root.Release.Name $root.Chart.Name) (contains $root.Chart.Name $root.Release.Name) -}}
 {{- end -}}
 {{- /* at most 40 characters: the longest derived name, <fullname>-migrate-<identity>, is also the value of the
@@ -52,9 +62,14 @@ Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 ch
 {{- $_ = set $c "recordsName" (printf "%s-migrations" $full) -}}
 {{- /* the records themselves: written by `gate run`, never by Helm (docs/design.md, "Where the records live") */ -}}
 {{- $_ = set $c "storeName" (printf "%s-migration-records" $full) -}}
+{{- /* the run history: written by `gate run`, never by Helm; owned by the records ConfigMap */ -}}
+{{- $_ = set $c "historyName" (printf "%s-migration-runs" $full) -}}
 {{- $_ = set $c "gateName" (printf "%s-gate" $full) -}}
 {{- /* the migration container */ -}}
 {{- $image := $v.image | default dict -}}
+{{- if and $c.shared (not (or $image.tag $image.digest)) -}}
+{{- fail "premigrate-lib: shared: image.tag (or image.digest) must be set: each chart of the release computes the migration's identity, and a subchart's appVersion is not its parent's" -}}
+{{- end -}}
 {{- $_ = set $c "image" (include "premigrate-lib.imageRef" (dict "image" $image "tag" $root.Chart.AppVersion)) -}}
 {{- $_ = set $c "pullPolicy" ($image.pullPolicy | default "IfNotPresent") -}}
 {{- $_ = set $c "command" ($v.command | default list) -}}
@@ -74,6 +89,8 @@ record means"): gate run --check */ -}}
 {{- $_ = set $c "hookOutputLogs" (ternary true $v.hookOutputLogs (kindIs "invalid" $v.hookOutputLogs)) -}}
 {{- $_ = set $c "failFastExitCodes" (ternary (list) $v.failFastExitCodes (kindIs "invalid" $v.failFastExitCodes)) -}}
 {{- $_ = set $c "keepRecords" (ternary 20 $v.keepRecords (kindIs "invalid" $v.keepRecords)) -}}
+{{- /* the newest runs kept in <fullname>-migration-runs, each with its outcome and last output lines (0: none) */ -}}
+{{- $_ = set $c "runHistory" (ternary 10 $v.runHistory (kindIs "invalid" $v.runHistory)) -}}
 {{- $_ = set $c "waitForPostgres" ($v.waitForPostgres | default "") -}}
 {{- /* hook mode: the install's migration is a pre-install hook too (the database exists before the release) */ -}}
 {{- if not (or (kindIs "invalid" $v.preInstallHook) (kindIs "bool" $v.preInstallHook)) -}}
@@ -119,6 +136,7 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- $_ = set $gate "progressInterval" ($g.progressInterval | default "10s") -}}
 {{- $_ = set $gate "resources" ($g.resources | default dict) -}}
 {{- $_ = set $gate "serviceAccountName" ($g.serviceAccountName | default "") -}}
+{{- $_ = set $gate "extraServiceAccountNames" ($g.extraServiceAccountNames | default list) -}}
 {{- $_ = set $c "gate" $gate -}}
 {{- $_ = set $c "identityExtra" ($v.identityExtra | default dict) -}}
 {{- include "premigrate-lib.validate" $c -}}
@@ -195,8 +213,14 @@ app pods' premigrate.io/identity annotation and the gate's --identity.
 {{- $_ := set $migration "check" .check -}}
 {{- end -}}
 {{- $job := dict "resources" .resources "backoffLimit" .backoffLimit "activeDeadlineSeconds" .activeDeadlineSeconds "ttl" .ttlSecondsAfterFinished "failFast" .failFastExitCodes "keepRecords" .keepRecords "waitForPostgres" .waitForPostgres -}}
+{{- if ne (int .runHistory) 10 -}}{{- /* only when not the default: the identities of charts that keep it stay what they were */ -}}
+{{- $_ := set $job "runHistory" .runHistory -}}
+{{- end -}}
 {{- $pod := dict "gateImage" .gate.image "gatePullPolicy" .gate.pullPolicy "gateResources" .gate.resources "gateDelivery" .gate.delivery "pod" .pod "serviceAccountAnnotations" .serviceAccountAnnotations -}}
 {{- $versions := dict "chart" .root.Chart.Version "library" (include "premigrate-lib.gateVersion" .) -}}
+{{- if .shared -}}{{- /* every chart of the release computes it: not one chart's version */ -}}
+{{- $versions = dict "library" (include "premigrate-lib.gateVersion" .) "shared" true -}}
+{{- end -}}
 {{- toJson (dict "migration" $migration "job" $job "pod" $pod "versions" $versions "extra" .identityExtra) | sha256sum | trunc 10 -}}
 {{- end }}
 
@@ -246,6 +270,14 @@ Checks of the values. Argument: the resolved configuration.
 {{- if and .enabled (eq .gate.mode "watch") (has .gate.serviceAccountName (list "" "default")) -}}
 {{- fail "premigrate-lib: gate.serviceAccountName must name the app pods' own ServiceAccount (not empty, not default): the gate reads the migration Job and records with its token, and the chart will not grant the namespace's default ServiceAccount, which every other pod uses, that access" -}}
 {{- end -}}
+{{- if not (kindIs "slice" .gate.extraServiceAccountNames) -}}
+{{- fail (printf "premigrate-lib: gate.extraServiceAccountNames must be a list of the ServiceAccounts of the other workloads the gate holds (a worker, a CronJob), not %s %v" (kindOf .gate.extraServiceAccountNames) .gate.extraServiceAccountNames) -}}
+{{- end -}}
+{{- range .gate.extraServiceAccountNames -}}
+{{- if or (not (kindIs "string" .)) (has . (list "" "default")) -}}
+{{- fail (printf "premigrate-lib: gate.extraServiceAccountNames has %v: each must name a workload's own ServiceAccount (not empty, not default, which every other pod of the namespace uses)" .) -}}
+{{- end -}}
+{{- end -}}
 {{- with .database.object -}}
 {{- if not (regexMatch "^(pod|persistentvolumeclaim)/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" .) -}}
 {{- fail (printf "premigrate-lib: database.object %q must be pod/NAME or persistentvolumeclaim/NAME: the object in the release's namespace that holds the database's data, whose UID names the database the records are bound to" .) -}}
@@ -253,6 +285,9 @@ Checks of the values. Argument: the resolved configuration.
 {{- end -}}
 {{- if ne (empty .database.urlSecretName) (empty .database.urlSecretKey) -}}
 {{- fail (printf "premigrate-lib: database.urlSecretName (%q) and database.urlSecretKey (%q) go together: the key of the database URL in that Secret, whose hash names the database the records are bound to" .database.urlSecretName .database.urlSecretKey) -}}
+{{- end -}}
+{{- if not (and (or (kindIs "int" .runHistory) (kindIs "int64" .runHistory) (kindIs "float64" .runHistory)) (ge (float64 .runHistory) 0.0) (le (float64 .runHistory) 100.0) (eq (float64 .runHistory) (float64 (int .runHistory)))) -}}
+{{- fail (printf "premigrate-lib: runHistory must be a whole number from 0 (no history) to 100, not %s %v: the newest runs kept in ConfigMap %s" (kindOf .runHistory) .runHistory .historyName) -}}
 {{- end -}}
 {{- if le (int .hookWeight) -10 -}}
 {{- fail (printf "premigrate-lib: hookWeight %v must be above -10: the migration's ServiceAccount, Role and RoleBinding hooks have weight -10 and must be created before the Job (a Job created first has no ServiceAccount for its pod, and every upgrade hangs until --timeout)" .hookWeight) -}}

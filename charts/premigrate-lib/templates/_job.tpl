@@ -137,6 +137,12 @@ spec:
             - $(JOB_NAME)
             - --keep
             - {{ $c.keepRecords | toString | quote }}
+            {{- if gt (int $c.runHistory) 0 }}
+            - --history
+            - {{ $c.historyName }}
+            - --history-keep
+            - {{ $c.runHistory | toString | quote }}
+            {{- end }}
             {{- if $c.createRecords }}
             - --create-records
             - {{ include "premigrate-lib.recordsMetadata" $c | quote }}

@@ -51,7 +51,8 @@ automountServiceAccountToken: false
 {{- end }}
 
 {{/*
-The migration's Role: read and write its records ConfigMaps only (the release's and the store); create a
+The migration's Role: read and write its records ConfigMaps only (the release's and the store) and its run
+history (runHistory); create a
 ConfigMap (when the records are missing); get the object that holds the database's data (database.object), by
 name. Nothing on Jobs: a hook Job is rendered with its owner (hookOwner).
 */}}
@@ -79,6 +80,9 @@ rules:
     resourceNames:
       - {{ $c.recordsName }}
       - {{ $c.storeName }}
+      {{- if gt (int $c.runHistory) 0 }}
+      - {{ $c.historyName }}
+      {{- end }}
     verbs:
       - get
       - update
@@ -145,7 +149,8 @@ subjects:
 {{- end }}
 
 {{/*
-The gate's Role: get, list and watch the migration Job and the records ConfigMap, by name; get the object that
+The gate's Role, bound to the ServiceAccounts of every gated workload (gate.serviceAccountName and
+gate.extraServiceAccountNames): get, list and watch the migration Job and the records ConfigMap, by name; get the object that
 holds the database's data (database.object), by name.
 */}}
 {{- define "premigrate-lib.gateRole" -}}
@@ -216,9 +221,11 @@ roleRef:
   kind: Role
   name: {{ $c.gateName }}
 subjects:
+  {{- range $sa := prepend $c.gate.extraServiceAccountNames $c.gate.serviceAccountName | uniq }}
   - kind: ServiceAccount
-    name: {{ $c.gate.serviceAccountName }}
+    name: {{ $sa }}
     namespace: {{ $c.root.Release.Namespace }}
+  {{- end }}
 {{- end }}
 {{- end }}
 
