@@ -30,7 +30,9 @@ func (e *Env) NewNamespace(t *testing.T, prefix string, labels map[string]string
 		}
 		if t.Failed() {
 			e.DumpNamespace(t, ns.Name)
-			if os.Getenv("KEEP_CLUSTER") == "1" {
+			// a failure the run expects (a mutant's scenario) says KEEP_FAILED_NAMESPACES=0: kept, the namespaces
+			// of one mutant after another pile up on the cluster and slow every later scenario
+			if os.Getenv("KEEP_CLUSTER") == "1" && os.Getenv("KEEP_FAILED_NAMESPACES") != "0" {
 				t.Logf("KEEP_CLUSTER=1: namespace %s kept", ns.Name)
 				return
 			}
