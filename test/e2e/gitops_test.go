@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ var (
 	argocdSelectiveSyncScenario       = scenarios.Declare(framework.GitOps, "argocd-selective-sync")
 	argocdHookModeScenario            = scenarios.Declare(framework.GitOps, "argocd-hook-mode")
 	argocdReplaceScenario             = scenarios.Declare(framework.GitOps, "argocd-replace")
+	argocdDeleteScenario              = scenarios.Declare(framework.GitOps, "argocd-delete-recreate")
 )
 
 // The GitOps controllers (hack/gitops.sh): Flux and Argo CD built here, installed into the cluster once per
@@ -878,6 +880,67 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 	}
 }
 
+// argoDeleteKeepsTheDatabaseAndItsRecords deletes the Application the way Argo CD's UI and `argocd app delete`
+// do by default (cascading: the resources finalizer deletes what the Application manages), then creates it again
+// with the same values. What stays in the namespace is what docs/gitops.md says ("Deleting the Application"):
+// the database's claim with its data, the password Secret (helm.sh/resource-policy: keep) and the store of
+// records the claim owns; nothing of the app, the gate or the migration's RBAC. The new Application's Sync hook
+// finds its identity recorded on the kept database and runs nothing again; its pods start on that record, and
+// the data written before the deletion is still there.
+func argoDeleteKeepsTheDatabaseAndItsRecords(t *testing.T) {
+	gitopsUp(t, "argocd")
+	res := scenario(t, argocdDeleteScenario, "argocd")
+	ctx := context.Background()
+	a := newArgoApp(t, "argodel")
+	// the Job kept for an hour: the deletion, not its TTL, takes it (Argo CD manages the Sync hook's Job)
+	values := argoValues(map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 3600}})
+	a.apply(values, true)
+	a.healthy(8 * time.Minute)
+	id := a.AppIdentity(ctx)
+	a.AssertWitness(ctx, id)
+	a.Psql("create table kept_across_delete (note text); insert into kept_across_delete values ('before the delete')")
+	runs := a.PsqlInt("select count(*) from demo_migrate_runs")
+
+	start := time.Now()
+	env.Run.Must(t, env.Kubectl, "delete", "application", a.Namespace, "-n", "argocd", "--wait=true", "--timeout=3m")
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	pvc := "PersistentVolumeClaim/data-" + a.Fullname() + "-postgresql-0"
+	kept := map[string]bool{pvc: true, "Secret/" + a.Fullname() + "-postgresql": true, "ConfigMap/" + a.StoreName(): true}
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		left = leftovers(ctx, t, a.Namespace, kept)
+		return len(left) == 0, nil
+	})
+	all := leftovers(ctx, t, a.Namespace, nil)
+	t.Logf("left in namespace %s after the Application's deletion: %s", a.Namespace, strings.Join(all, ", "))
+	if err != nil {
+		t.Errorf("the Application's deletion left %s (only %v stay, docs/gitops.md)", strings.Join(left, ", "), kept)
+	}
+	for k := range kept {
+		if !slices.Contains(all, k) {
+			t.Errorf("the Application's deletion took %s, which docs/gitops.md says stays", k)
+		}
+	}
+
+	at := a.apply(values, true)
+	a.healthy(8 * time.Minute)
+	res.DurationsSec = append(res.DurationsSec, time.Since(at).Seconds())
+	res.Upgrades = 1
+	if got := a.AppIdentity(ctx); got != id {
+		t.Fatalf("the new Application's Deployment has identity %s, want %s (the same values)", got, id)
+	}
+	a.AssertWitness(ctx, id)
+	if got := a.PsqlInt("select count(*) from demo_migrate_runs"); got != runs {
+		t.Errorf("%d migration runs after the Application was created again, want %d: its migration is recorded on this database", got, runs)
+	}
+	if got := a.PsqlInt("select count(*) from kept_across_delete"); got != 1 {
+		t.Errorf("the row written before the delete is gone (%d rows): not the same database", got)
+	}
+	if _, ok := a.Records(ctx)[id]; !ok {
+		t.Errorf("the records %v lack identity %s after the Application was created again", a.Records(ctx), id)
+	}
+}
+
 // TestArgoCDSyncsTheChartInArgocdMode runs the Argo CD scenarios beside each other and the other scenarios (an
 // Application and a namespace each), as the scheduler lets them (share_test.go).
 func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
@@ -887,4 +950,5 @@ func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
 	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods))
 	t.Run("renders hook mode as an install on every sync", sharing(weightOne, 65*time.Second, argoRendersHookModeAsAnInstall))
 	t.Run("keeps every record when it replaces every object", sharing(weightOne, 110*time.Second, argoReplaceKeepsEveryRecord))
+	t.Run("keeps the database and its records when the Application is deleted", sharing(weightOne, 150*time.Second, argoDeleteKeepsTheDatabaseAndItsRecords))
 }
