@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/premigrate/premigrate/internal/record"
 	"github.com/premigrate/premigrate/test/framework"
 )
 
@@ -357,6 +358,13 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			if installJob == nil || installJob.Status.Succeeded > 0 || jobFailed(installJob) {
 				t.Fatalf("want the install's migration Job of identity %s still running after the timeout, got %+v", id, installJob)
 			}
+			// the race needs the install's migration to hold the release's lock when the retry's hook starts; on
+			// a busy node its pod may not even have started within the install's 10 s (the hook then took the
+			// lock first, and the scenario judged a race that did not happen)
+			framework.WaitUntil(t, "the install's migration to hold the release's lock", 3*time.Minute, func(ctx context.Context) (bool, error) {
+				cm, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, r.StoreName(), metav1.GetOptions{})
+				return err == nil && strings.Contains(cm.Annotations[record.LockAnnotation], installJob.Name), nil
+			})
 			// the install's Job leaves the release with the retry (its manifest has the hook instead): follow its
 			// log now
 			installLog := make(chan string, 1)
