@@ -9,12 +9,23 @@ export PREMIGRATE_CACHE=${PREMIGRATE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/prem
 export LOGS=$PREMIGRATE_CACHE/logs
 mkdir -p "$LOGS"
 
-# Pinned versions of everything the offline kind node image is made of.
-export K8S_VERSION=v1.37.2 K8S_STAGING_VERSION=v0.37.2
+# Pinned versions of everything the offline kind node image is made of. PREMIGRATE_K8S picks the Kubernetes:
+# `newest` (the default: every cluster of make test, the tools, the schemas of lint) or `oldest`, the oldest
+# minor the charts' kubeVersion claims (make test-k8s-oldest builds its node image and runs the suite on it).
+# etcd, CoreDNS and pause are the versions that minor's kubeadm asks for (its constants.go).
+case ${PREMIGRATE_K8S:-newest} in
+  newest)
+    export K8S_VERSION=v1.37.2 K8S_STAGING_VERSION=v0.37.2
+    export ETCD_VERSION=v3.7.0 ETCD_IMAGE_TAG=3.7.0-0
+    export COREDNS_VERSION=v1.14.6 PAUSE_TAG=3.10.2 ;;
+  oldest)
+    export K8S_VERSION=v1.33.13 K8S_STAGING_VERSION=v0.33.13
+    export ETCD_VERSION=v3.5.24 ETCD_IMAGE_TAG=3.5.24-0
+    export COREDNS_VERSION=v1.12.0 PAUSE_TAG=3.10 ;;
+  *) echo "error: PREMIGRATE_K8S=${PREMIGRATE_K8S} is neither newest nor oldest" >&2; exit 2 ;;
+esac
 export KIND_VERSION=v0.33.0
 export CONTAINERD_VERSION=v2.3.4 CRICTL_VERSION=v1.36.0
-export ETCD_VERSION=v3.7.0 ETCD_IMAGE_TAG=3.7.0-0
-export COREDNS_VERSION=v1.14.6 PAUSE_TAG=3.10.2
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
 # A clean PATH for daemons: dockerd must never find the containerd 2.x shim we build for the node.

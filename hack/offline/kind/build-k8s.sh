@@ -6,14 +6,22 @@ CMDS=${K8S_CMDS:-kubeadm kubelet kubectl kube-apiserver kube-controller-manager 
 stamp=$KO_BIN/.k8s-$K8S_VERSION-$(echo "$CMDS" | tr ' ' '-')
 [ -f "$stamp" ] && { echo "cached: $stamp"; exit 0; }
 W=$KO_BUILD/k8s; mkdir -p "$W"; cd "$W"
-STAGING="api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider cluster-bootstrap
-  code-generator component-base component-helpers controller-manager cri-api cri-client cri-streaming
-  csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator
-  kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
-  sample-apiserver streaming"
+# the staging modules are the ones the module's own go.mod replaces with ./staging (they differ per minor); one
+# that the module proxy does not serve at the staging version (the sample-* ones of some minors) is replaced by
+# an empty module: nothing built here imports it, but the module graph names it
+kdir=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+STAGING=$(awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\/k8s\.io\// {sub(/^k8s\.io\//, "", $1); print $1}' "$kdir/go.mod")
+[ -n "$STAGING" ] || { echo "error: no staging replaces in $kdir/go.mod" >&2; exit 1; }
 {
   printf 'module premigrate.local/k8sbuild\n\ngo 1.26.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$K8S_VERSION"
-  for m in $STAGING; do printf '\tk8s.io/%s => k8s.io/%s %s\n' "$m" "$m" "$K8S_STAGING_VERSION"; done
+  for m in $STAGING; do
+    if go list -m "k8s.io/$m@$K8S_STAGING_VERSION" >/dev/null 2>&1; then
+      printf '\tk8s.io/%s => k8s.io/%s %s\n' "$m" "$m" "$K8S_STAGING_VERSION"
+    else
+      mkdir -p "stub/$m"; printf 'module k8s.io/%s\n\ngo 1.21\n' "$m" >"stub/$m/go.mod"
+      printf '\tk8s.io/%s => ./stub/%s\n' "$m" "$m"; echo "k8s.io/$m@$K8S_STAGING_VERSION is not served: an empty module stands in" >&2
+    fi
+  done
   printf ')\n'
 } >go.mod
 cat >tools.go <<'EOT'

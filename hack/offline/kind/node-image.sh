@@ -23,6 +23,11 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then say "node image: $IMAGE (
 
 say "node image: building $IMAGE offline (cold: about 13 min on 2 cores; logs in $LOGS)"
 apt_install debootstrap gcc libc6-dev binutils jq ca-certificates
+# the Debian rootfs does not depend on the Kubernetes version: another version's tree lends its copy
+rootfs_tar=rootfs-base-$(key "$HACK_DIR/offline/kind/rootfs.sh").tar
+if [ ! -f "$KO/out/$rootfs_tar" ] && [ -f "$PREMIGRATE_CACHE/kind/out/$rootfs_tar" ]; then
+  ln -f "$PREMIGRATE_CACHE/kind/out/$rootfs_tar" "$KO/out/$rootfs_tar"
+fi
 # the three long steps run side by side: Kubernetes, the node tools, the Debian rootfs
 step node-build-k8s "$HACK_DIR/offline/kind/build-k8s.sh" & p1=$!
 step node-build-tools "$HACK_DIR/offline/kind/build-node-tools.sh" & p2=$!
@@ -32,7 +37,8 @@ rc=0; wait $p1 || rc=1; wait $p2 || rc=1; wait $p3 || rc=1
 ROOTFS=$KO/out/rootfs-base-$(key "$HACK_DIR/offline/kind/rootfs.sh").tar
 step node-control-plane-images "$HACK_DIR/offline/kind/control-plane-images.sh" "$ROOTFS"
 step node-assemble "$HACK_DIR/offline/kind/assemble.sh" "$ROOTFS" "$IMAGE"
-# older offline node images only take disk space
-docker image ls --format '{{.Repository}}:{{.Tag}}' premigrate/kind-node | grep -vx "$IMAGE" | xargs -r docker rmi >/dev/null 2>&1 || true
+# older offline node images of this Kubernetes only take disk space
+docker image ls --format '{{.Repository}}:{{.Tag}}' premigrate/kind-node | grep "^premigrate/kind-node:$K8S_VERSION-" |
+  grep -vx "$IMAGE" | xargs -r docker rmi >/dev/null 2>&1 || true
 say "node image: $IMAGE ready"
 echo "$IMAGE" >&3
