@@ -48,6 +48,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	measureMachine() // first, while the machine is quiet: no cluster, no test
 	if err := removeReport(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1

@@ -52,9 +52,35 @@ var report struct {
 	final     bool
 	code      int    // go test's own exit code, once final
 	stopped   string // why the run stopped before its tests (a failed setup), or ""
+	machine   framework.Machine
+	cpuStart  framework.CPUTimes // the host's CPU times when the run began; zero when unreadable
 }
 
 func init() { report.started = time.Now() }
+
+// measureMachine records the machine's core speed and the host's CPU times at the start of the run: the
+// report then says how busy the machine was and how fast, so that two runs' walls can be compared.
+func measureMachine() {
+	m := framework.NewMachine()
+	t, err := framework.CPUClock{}.Read()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e report: the machine's CPU times are not in the report:", err)
+	}
+	report.Lock()
+	defer report.Unlock()
+	report.machine, report.cpuStart = m, t
+}
+
+// machineNow is the machine with the CPU times since the run began. Called with report locked.
+func machineNow() framework.Machine {
+	m := report.machine
+	if report.cpuStart != (framework.CPUTimes{}) {
+		if t, err := (framework.CPUClock{}).Read(); err == nil {
+			m.BusySec, m.IdleSec = t.Busy-report.cpuStart.Busy, t.Idle-report.cpuStart.Idle
+		}
+	}
+	return m
+}
 
 func reportPath() string { return filepath.Join(env.Results, "e2e-report.json") }
 
@@ -127,6 +153,7 @@ func saveReport() (verdict.Verdict, error) {
 		"duplicated": v.Duplicated,
 		"unexpected": v.Unexpected,
 		"scenarios":  all,
+		"machine":    machineNow(),
 	}
 	switch {
 	case report.stopped != "":
@@ -176,6 +203,15 @@ func writeReport(code int) (verdict.Verdict, error) {
 			s.Upgrades, median(s.DurationsSec), failed, s.SentRequests, s.WallSec)
 	}
 	_ = tw.Flush()
+	var walls float64
+	for _, s := range report.scenarios {
+		walls += s.WallSec
+	}
+	m := machineNow()
+	if m.BusySec+m.IdleSec > 0 {
+		fmt.Printf("machine: %d CPUs, one core hashes %.0f MiB/s (sha256); busy %.0f%% of the run (%.0f CPU-seconds); the scenarios' walls sum to %.0f s\n",
+			m.CPUs, m.SHA256MiBps, 100*m.BusySec/(m.BusySec+m.IdleSec), m.BusySec, walls)
+	}
 	fmt.Printf("verdict: %s; report: %s (whole run %s)\n", strings.ToUpper(v.Verdict), reportPath(), time.Since(report.started).Round(time.Second))
 	return v, err
 }
