@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/stretchr/testify v1.12.1
-	helm.sh/helm/v3 v3.22.0
+	helm.sh/helm/v3 v3.21.4
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2

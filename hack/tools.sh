@@ -4,7 +4,7 @@
 # it into ./bin. A second run with everything cached takes about a second.
 # PREMIGRATE_TOOLS="helm kubectl" installs only the tools named (make demo: what the demo runs); unset, all.
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-HELM3_VERSION=v3.22.0 HELM4_VERSION=v4.3.1 CT_VERSION=v3.14.0 KUBECONFORM_VERSION=v0.7.0
+HELM3_VERSION=v3.21.4 HELM4_VERSION=v4.3.1 CT_VERSION=v3.14.0 KUBECONFORM_VERSION=v0.7.0
 HELM_DOCS_VERSION=v1.14.2 GOLANGCI_LINT_VERSION=v2.15.0 GATEWAY_API_VERSION=v1.4.0
 # crane (the README's mirroring command) and the registry the release is pushed to on kind (the OCI distribution
 # reference implementation, static: it runs in an image of its own)
@@ -37,7 +37,7 @@ toolmod() { # toolmod NAME PKG VERSION: build a tool whose own go.mod forbids `g
 
 H3="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM3_VERSION"
 k8s_minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-# without these a `go install`ed helm 3 reports version "v3.22" and KubeVersion v1.20.0 to charts
+# without these a `go install`ed helm 3 reports a bare version and KubeVersion v1.20.0 to charts
 for p in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
   H3="$H3 -X $p.k8sVersionMajor=1 -X $p.k8sVersionMinor=$k8s_minor"
 done
