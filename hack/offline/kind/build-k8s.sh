@@ -23,7 +23,8 @@ STAGING=$(awk '$2 == "=>" && $3 ~ /^\.\/staging\/src\/k8s\.io\// {sub(/^k8s\.io\
     fi
   done
   printf ')\n'
-} >go.mod
+} >go.mod.new   # not go.mod itself: the go list above runs in this folder, and a half-written go.mod fails it
+mv go.mod.new go.mod
 cat >tools.go <<'EOT'
 //go:build tools
 

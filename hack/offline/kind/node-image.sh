@@ -23,11 +23,6 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then say "node image: $IMAGE (
 
 say "node image: building $IMAGE offline (cold: about 13 min on 2 cores; logs in $LOGS)"
 apt_install debootstrap gcc libc6-dev binutils jq ca-certificates
-# the Debian rootfs does not depend on the Kubernetes version: another version's tree lends its copy
-rootfs_tar=rootfs-base-$(key "$HACK_DIR/offline/kind/rootfs.sh").tar
-if [ ! -f "$KO/out/$rootfs_tar" ] && [ -f "$PREMIGRATE_CACHE/kind/out/$rootfs_tar" ]; then
-  ln -f "$PREMIGRATE_CACHE/kind/out/$rootfs_tar" "$KO/out/$rootfs_tar"
-fi
 # the three long steps run side by side: Kubernetes, the node tools, the Debian rootfs
 step node-build-k8s "$HACK_DIR/offline/kind/build-k8s.sh" & p1=$!
 step node-build-tools "$HACK_DIR/offline/kind/build-node-tools.sh" & p2=$!
