@@ -110,8 +110,9 @@ test-e2e: tools chart-deps images gitops-images release-e2e ## cluster tests on 
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
 
 .PHONY: test-k8s-oldest
-test-k8s-oldest: tools chart-deps images gitops-images release-e2e ## the cluster tests on the oldest Kubernetes the charts claim (hack/lib.sh PREMIGRATE_K8S=oldest: its own node image, cluster premigrate-oldest)
+test-k8s-oldest: tools chart-deps images gitops-images release-e2e ## the cluster tests on the oldest Kubernetes the charts claim (hack/lib.sh PREMIGRATE_K8S=oldest: its own node image, cluster premigrate-oldest, ImageVolume turned on for the scenario that asks for gate.delivery imageVolume)
 	@node_image=$$(PREMIGRATE_K8S=oldest hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" KIND_CLUSTER_NAME=premigrate-oldest \
+	  KIND_FEATURE_GATES=ImageVolume=true \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e-oldest.log"
 
 .PHONY: test

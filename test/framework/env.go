@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -102,6 +103,8 @@ func (e *Env) Start(clusterName string) error {
 		Name:       clusterName,
 		NodeImage:  os.Getenv("KIND_NODE_IMAGE"),
 		Kubeconfig: e.Kubeconfig,
+		// KIND_FEATURE_GATES (comma-separated Name=true) turns gates on in a cluster this run creates
+		FeatureGates: strings.FieldsFunc(os.Getenv("KIND_FEATURE_GATES"), func(r rune) bool { return r == ',' }),
 	})
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,6 +42,9 @@ type Options struct {
 	NodeImage  string        // kind node image
 	Kubeconfig string        // where the kubeconfig is written
 	Wait       time.Duration // how long to wait for the control plane to be Ready
+	// FeatureGates are Kubernetes feature gates the new cluster turns on or off in every component, each
+	// "Name=true" or "Name=false" (make test-k8s-oldest turns on ImageVolume, beta and off by default in 1.33)
+	FeatureGates []string
 }
 
 // Cluster is a running kind cluster.
@@ -68,14 +72,25 @@ const RegistryHostsDir = "/etc/containerd/certs.d"
 // Config renders the kind cluster configuration for this host: containerd reads registry configurations from
 // RegistryHostsDir (a registry with its own CA, the way a company mirror is reached), and a cgroup v1 host gets
 // the settings Kubernetes needs there.
-func Config(name string, cgroupV1 bool) string {
+// featureGates ("Name=true" each) become kind's featureGates, which every component gets.
+func Config(name string, cgroupV1 bool, featureGates []string) (string, error) {
 	cfg := "kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nname: " + name + "\n" + `containerdConfigPatches:
 - |-
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "` + RegistryHostsDir + `"
 `
+	if len(featureGates) > 0 {
+		cfg += "featureGates:\n"
+		for _, g := range featureGates {
+			k, v, ok := strings.Cut(g, "=")
+			if !ok || k == "" || (v != "true" && v != "false") || strings.ContainsAny(k, " :\n") {
+				return "", fmt.Errorf("kindcluster: feature gate %q is not Name=true or Name=false", g)
+			}
+			cfg += "  " + k + ": " + v + "\n"
+		}
+	}
 	if !cgroupV1 {
-		return cfg
+		return cfg, nil
 	}
 	return cfg + `kubeadmConfigPatches:
 - |
@@ -91,7 +106,7 @@ func Config(name string, cgroupV1 bool) string {
 - |
   kind: KubeletConfiguration
   failCgroupV1: false
-`
+`, nil
 }
 
 // Ensure reuses the cluster named o.Name when it exists, and creates it otherwise.
@@ -125,9 +140,13 @@ func Ensure(o Options) (*Cluster, error) {
 	if o.Wait == 0 {
 		o.Wait = 5 * time.Minute
 	}
+	cfg, err := Config(o.Name, HostNeedsCgroupV1Settings(), o.FeatureGates)
+	if err != nil {
+		return nil, err
+	}
 	err = p.Create(o.Name,
 		cluster.CreateWithNodeImage(o.NodeImage),
-		cluster.CreateWithRawConfig([]byte(Config(o.Name, HostNeedsCgroupV1Settings()))),
+		cluster.CreateWithRawConfig([]byte(cfg)),
 		cluster.CreateWithKubeconfigPath(o.Kubeconfig),
 		cluster.CreateWithWaitForReady(o.Wait),
 		cluster.CreateWithDisplayUsage(false),

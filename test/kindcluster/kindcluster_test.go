@@ -17,7 +17,10 @@ func TestConfigAddsCgroupV1SettingsOnlyWhenTheHostNeedsThemAndAlwaysTheRegistryH
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Config("premigrate", tc.cgroupV1)
+			got, err := Config("premigrate", tc.cgroupV1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("config lacks %q:\n%s", w, got)
@@ -29,6 +32,21 @@ func TestConfigAddsCgroupV1SettingsOnlyWhenTheHostNeedsThemAndAlwaysTheRegistryH
 				}
 			}
 		})
+	}
+}
+
+func TestConfigTurnsTheFeatureGatesItIsGivenOnOrOffAndRefusesAnythingElse(t *testing.T) {
+	got, err := Config("premigrate-oldest", true, []string{"ImageVolume=true", "Other=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "featureGates:\n  ImageVolume: true\n  Other: false\n") {
+		t.Errorf("config lacks the feature gates:\n%s", got)
+	}
+	for _, bad := range []string{"ImageVolume", "ImageVolume=yes", "=true", "Image Volume=true"} {
+		if _, err := Config("premigrate", false, []string{bad}); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("feature gate %q: error %v, want one that names it", bad, err)
+		}
 	}
 }
 
