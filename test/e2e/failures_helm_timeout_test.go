@@ -94,10 +94,11 @@ func TestAMigrationThatOutlivesHelmsTimeoutRecordsItselfAndTheNextUpgradeRunsNot
 			}
 
 			// a rollback to the install's revision, where those objects are release objects: Helm adopts them (the
-			// failed revision's manifest does not have them). Helm 4 only: Helm 3.22's rollback to the install's
-			// revision after a failed upgrade fails before it reaches them, on the install's plain Job, which the
-			// failed upgrade left and Helm 3 adopts with a patch that drops its generated selector ("field is
-			// immutable"; docs/troubleshooting.md gives the way out).
+			// failed revision's manifest does not have them). Helm 4 only: Helm 3's rollback to the install's
+			// revision after a failed upgrade fails before it reaches them, on the install's migration objects,
+			// which the failed upgrade left and its manifest does not list (v3.21 refuses them as not found, v3.22
+			// patches the Job: "field is immutable"; docs/troubleshooting.md gives the way out, which
+			// upgrade-from-previous-helm3 takes).
 			if h.name == "helm4" {
 				start := time.Now()
 				out, err = env.Run.Run(t, h.bin, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "4m")
