@@ -140,13 +140,13 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 	cfg := &action.Configuration{Releases: storage.Init(driver.NewMemory()), Capabilities: chartutil.DefaultCapabilities.Copy()}
 	in := action.NewInstall(cfg)
 	in.DryRun, in.ClientOnly, in.ReleaseName, in.Namespace = true, true, releaseName, namespace
-	in.KubeVersion = &chartutil.KubeVersion{Version: "v1.28.0", Major: "1", Minor: "28"}
+	in.KubeVersion = &chartutil.KubeVersion{Version: "v1.32.9", Major: "1", Minor: "32"}
 	ch, err := loadChart(chartDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := in.Run(ch, nil); err == nil || !strings.Contains(err.Error(), "kubeVersion") {
-		t.Errorf("install on 1.28: %v, want a kubeVersion error", err)
+		t.Errorf("install on 1.32: %v, want a kubeVersion error", err)
 	}
 }
 

@@ -432,7 +432,7 @@ func TestTheGateReachesTheMigrationContainerAsAnImageVolumeOrThroughAnInitContai
 		wantImageVolume           bool
 	}{
 		{name: "the default copies the gate on Kubernetes 1.37, whatever the runtime", wantImageVolume: false},
-		{name: "the default copies the gate on the chart's oldest Kubernetes", kubeVersion: "v1.29.0"},
+		{name: "the default copies the gate on the chart's oldest Kubernetes", kubeVersion: "v1.33.0"},
 		{name: "auto on Kubernetes 1.37 mounts the gate image", values: "gate: {delivery: auto}", wantImageVolume: true},
 		{name: "auto on Kubernetes 1.35 mounts the gate image", values: "gate: {delivery: auto}", kubeVersion: "v1.35.0", wantImageVolume: true},
 		{name: "auto on Kubernetes 1.34 copies the gate", values: "gate: {delivery: auto}", kubeVersion: "v1.34.2"},

@@ -230,5 +230,24 @@ func TestTheReadmesStateTheHelmAndKubernetesVersionsTheTestsRun(t *testing.T) {
 		text := strings.Join(strings.Fields(readRepoFile(t, f)), " ")
 		assert.Contains(t, text, fmt.Sprintf("Tested with Helm %s and %s", helm3, helm4), "%s names the Helm versions make test runs", f)
 		assert.Contains(t, text, "Kubernetes "+k8s, "%s names the Kubernetes version make test runs", f)
+		assert.Contains(t, text, fmt.Sprintf("Helm %s or a later 3.x", helm3), "%s gives the oldest Helm 3 the tests run as the minimum", f)
+		assert.Contains(t, text, fmt.Sprintf("Helm %s or later", helm4), "%s gives the oldest Helm 4 the tests run as the minimum", f)
 	}
+}
+
+// The oldest Kubernetes the charts accept is the one `make test-k8s-oldest` runs the cluster tests on: their
+// kubeVersion floor is its minor, and the READMEs say so.
+func TestTheChartsAcceptNoKubernetesOlderThanTheOldestTheTestsRun(t *testing.T) {
+	m := regexp.MustCompile(`oldest\)\s*\n\s*export K8S_VERSION=v1\.([0-9]+)\.([0-9]+)`).FindStringSubmatch(readRepoFile(t, "hack/lib.sh"))
+	require.Len(t, m, 3, "hack/lib.sh pins the oldest Kubernetes (PREMIGRATE_K8S=oldest)")
+	floor := fmt.Sprintf(`kubeVersion: ">=1.%s.0-0"`, m[1])
+	for _, f := range []string{"charts/premigrate/Chart.yaml", "charts/premigrate-lib/Chart.yaml", "examples/ledger/chart/Chart.yaml"} {
+		assert.Contains(t, readRepoFile(t, f), floor, "%s accepts Kubernetes from the oldest minor the tests run (1.%s.%s)", f, m[1], m[2])
+	}
+	for _, f := range []string{"README.md", "charts/premigrate/README.md.gotmpl", "charts/premigrate/README.md"} {
+		text := strings.Join(strings.Fields(readRepoFile(t, f)), " ")
+		assert.Contains(t, text, fmt.Sprintf("Kubernetes v1.%s.%s", m[1], m[2]), "%s names the oldest Kubernetes the tests run", f)
+		assert.Contains(t, text, fmt.Sprintf("Kubernetes 1.%s or later", m[1]), "%s gives it as the minimum", f)
+	}
+	assert.Contains(t, readRepoFile(t, "Makefile"), "PREMIGRATE_K8S=oldest", "a make target runs the cluster tests on it")
 }
