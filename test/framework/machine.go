@@ -3,6 +3,7 @@ package framework
 import (
 	"bufio"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -46,7 +47,7 @@ func (c CPUClock) Read() (CPUTimes, error) {
 	}
 	defer func() { _ = f.Close() }()
 	line, err := bufio.NewReader(f).ReadString('\n')
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		return CPUTimes{}, fmt.Errorf("reading %s: %w", path, err)
 	}
 	fields := strings.Fields(line)
