@@ -65,7 +65,8 @@ func (t *outputTail) Lines() []string {
 const historyWriteTimeout = 10 * time.Second
 
 // writeHistory adds the run to the --history ConfigMap, created when missing beside the records, owned by the
-// release's records ConfigMap (so the history goes with the release) when that exists. A failure is logged:
+// release's records ConfigMap (so the history goes with the release) when that exists: a history a pre-install
+// hook created before it existed takes it at the next run. A failure is logged:
 // the history is for operators and never changes a run's outcome.
 func (r *recorder) writeHistory(ctx context.Context, name string, keep int, run record.Run, log *slog.Logger) {
 	if name == "" {

@@ -107,7 +107,8 @@ func splitRuns(history string) []string {
 type HistoryOptions struct {
 	ConfigMap string
 	Keep      int
-	// Create is the metadata of the ConfigMap when it does not exist yet; Owner, when not nil, its owner.
+	// Create is the metadata of the ConfigMap when it does not exist yet; Owner, when not nil, its owner, given
+	// also to an existing ConfigMap that has none.
 	Create *Metadata
 	Owner  *metav1.OwnerReference
 	// Attempts bounds the tries (conflicts, API errors); default 5.
@@ -162,6 +163,11 @@ func writeRunOnce(ctx context.Context, client ConfigMapClient, o HistoryOptions,
 		updated.Data = map[string]string{}
 	}
 	updated.Data[HistoryKey] = AppendRun(updated.Data[HistoryKey], r, o.Keep)
+	// a history created without its owner (a pre-install hook runs before Helm creates the release's
+	// ConfigMap) takes it at the first run that finds it, so helm uninstall takes the history with the release
+	if o.Owner != nil && len(updated.OwnerReferences) == 0 {
+		updated.OwnerReferences = []metav1.OwnerReference{*o.Owner}
+	}
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}

@@ -76,3 +76,34 @@ func TestWriteRunCreatesTheHistoryConfigMapThenAddsToIt(t *testing.T) {
 		t.Errorf("history keeps %q, want the newest 2 runs", h)
 	}
 }
+
+func TestWriteRunGivesAHistoryCreatedWithoutItsOwnerTheOwnerOnceItExists(t *testing.T) {
+	cs := fake.NewClientset()
+	client := cs.CoreV1().ConfigMaps(ns)
+	o := record.HistoryOptions{ConfigMap: "shop-migration-runs", Keep: 10}
+	// a pre-install hook's run: the release's ConfigMap does not exist yet
+	if err := record.WriteRun(context.Background(), client, o, run(1, "succeeded, recorded")); err != nil {
+		t.Fatal(err)
+	}
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: "u1"}
+	o.Owner = &owner
+	if err := record.WriteRun(context.Background(), client, o, run(2, "succeeded, recorded")); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := client.Get(context.Background(), "shop-migration-runs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0] != owner {
+		t.Errorf("the history is owned by %v after a run that found the release's ConfigMap, want %v", cm.OwnerReferences, owner)
+	}
+	// an owner it has is never replaced
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: "u2"}
+	o.Owner = &other
+	if err := record.WriteRun(context.Background(), client, o, run(3, "succeeded, recorded")); err != nil {
+		t.Fatal(err)
+	}
+	if cm, _ = client.Get(context.Background(), "shop-migration-runs", metav1.GetOptions{}); cm.OwnerReferences[0] != owner {
+		t.Errorf("the history's owner became %v, want it kept as %v", cm.OwnerReferences, owner)
+	}
+}

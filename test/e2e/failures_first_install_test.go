@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,6 +122,20 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 			uninstall(r)
 			if log := jobLog(r, job); !strings.Contains(log, `unknown command "bogus"`) {
 				t.Errorf("after helm uninstall the failed Job's log is gone:\n%s", log)
+			}
+			// what docs/design.md ("What helm uninstall leaves") says a release that never got past its
+			// pre-install hook leaves: the hooks (Helm never deletes them, and no object of the release existed to
+			// own them), the run history and the store; nothing else
+			hooks := r.Fullname() + "-migrate"
+			preInstallLeft := []string{"ConfigMap/" + r.Fullname() + "-migration-runs", "ConfigMap/" + r.StoreName(),
+				"Job/" + hooks, "Pod/ledger-db", "Role/" + hooks, "RoleBinding/" + hooks, "Secret/ledger-db", "ServiceAccount/" + hooks}
+			left, err := leftoversWait(r.Namespace, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			left = slices.DeleteFunc(left, func(s string) bool { return strings.HasPrefix(s, "Pod/"+hooks+"-") })
+			if !slices.Equal(left, preInstallLeft) {
+				t.Errorf("helm uninstall of the release that failed its pre-install hook left %v, want %v (docs/design.md)", left, preInstallLeft)
 			}
 			start := time.Now()
 			r.MustDeploy(externalValues("v1", nil))

@@ -906,14 +906,16 @@ func argoDeleteKeepsTheDatabaseAndItsRecords(t *testing.T) {
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 	pvc := "PersistentVolumeClaim/data-" + a.Fullname() + "-postgresql-0"
 	kept := map[string]bool{pvc: true, "Secret/" + a.Fullname() + "-postgresql": true, "ConfigMap/" + a.StoreName(): true}
-	var left []string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		left = leftovers(ctx, t, a.Namespace, kept)
-		return len(left) == 0, nil
-	})
-	all := leftovers(ctx, t, a.Namespace, nil)
-	t.Logf("left in namespace %s after the Application's deletion: %s", a.Namespace, strings.Join(all, ", "))
+	left, err := leftoversWait(a.Namespace, kept, time.Minute)
 	if err != nil {
+		t.Fatalf("after the Application's deletion the namespace %s could not be read: %v", a.Namespace, err)
+	}
+	all, err := leftovers(ctx, a.Namespace, nil)
+	if err != nil {
+		t.Fatalf("after the Application's deletion the namespace %s could not be read: %v", a.Namespace, err)
+	}
+	t.Logf("left in namespace %s after the Application's deletion: %s", a.Namespace, strings.Join(all, ", "))
+	if len(left) > 0 {
 		t.Errorf("the Application's deletion left %s (only %v stay, docs/gitops.md)", strings.Join(left, ", "), kept)
 	}
 	for k := range kept {

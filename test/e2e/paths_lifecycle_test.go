@@ -39,9 +39,8 @@ func uninstall(r *framework.Release) {
 }
 
 // leftovers lists what is left in the namespace besides what Kubernetes puts there itself and the names in
-// keep (kind/name).
-func leftovers(ctx context.Context, t *testing.T, ns string, keep map[string]bool) []string {
-	t.Helper()
+// keep (kind/name). An error of any list is returned: an unreadable namespace is never an empty one.
+func leftovers(ctx context.Context, ns string, keep map[string]bool) ([]string, error) {
 	var out []string
 	add := func(kind, name string) {
 		if !keep[kind+"/"+name] {
@@ -50,71 +49,96 @@ func leftovers(ctx context.Context, t *testing.T, ns string, keep map[string]boo
 	}
 	c := env.Client
 	opts := metav1.ListOptions{}
-	if l, err := c.BatchV1().Jobs(ns).List(ctx, opts); err == nil {
-		for _, o := range l.Items {
-			add("Job", o.Name)
+	jobs, err := c.BatchV1().Jobs(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing Jobs: %w", err)
+	}
+	for _, o := range jobs.Items {
+		add("Job", o.Name)
+	}
+	pods, err := c.CoreV1().Pods(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing Pods: %w", err)
+	}
+	for _, o := range pods.Items {
+		add("Pod", o.Name)
+	}
+	cms, err := c.CoreV1().ConfigMaps(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing ConfigMaps: %w", err)
+	}
+	for _, o := range cms.Items {
+		if o.Name != "kube-root-ca.crt" {
+			add("ConfigMap", o.Name)
 		}
 	}
-	if l, err := c.CoreV1().Pods(ns).List(ctx, opts); err == nil {
-		for _, o := range l.Items {
-			add("Pod", o.Name)
+	secrets, err := c.CoreV1().Secrets(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing Secrets: %w", err)
+	}
+	for _, o := range secrets.Items {
+		if !strings.HasPrefix(o.Name, "sh.helm.release.") {
+			add("Secret", o.Name)
 		}
 	}
-	if l, err := c.CoreV1().ConfigMaps(ns).List(ctx, opts); err == nil {
-		for _, o := range l.Items {
-			if o.Name != "kube-root-ca.crt" {
-				add("ConfigMap", o.Name)
-			}
+	sas, err := c.CoreV1().ServiceAccounts(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing ServiceAccounts: %w", err)
+	}
+	for _, o := range sas.Items {
+		if o.Name != "default" {
+			add("ServiceAccount", o.Name)
 		}
 	}
-	if l, err := c.CoreV1().Secrets(ns).List(ctx, opts); err == nil {
-		for _, o := range l.Items {
-			if !strings.HasPrefix(o.Name, "sh.helm.release.") {
-				add("Secret", o.Name)
-			}
-		}
+	roles, err := c.RbacV1().Roles(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing Roles: %w", err)
 	}
-	if l, err := c.CoreV1().ServiceAccounts(ns).List(ctx, opts); err == nil {
-		for _, o := range l.Items {
-			if o.Name != "default" {
-				add("ServiceAccount", o.Name)
-			}
-		}
+	for _, o := range roles.Items {
+		add("Role", o.Name)
 	}
-	if l, err := c.RbacV1().Roles(ns).List(ctx, opts); err == nil {
-		for _, o := range l.Items {
-			add("Role", o.Name)
-		}
+	bindings, err := c.RbacV1().RoleBindings(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing RoleBindings: %w", err)
 	}
-	if l, err := c.RbacV1().RoleBindings(ns).List(ctx, opts); err == nil {
-		for _, o := range l.Items {
-			add("RoleBinding", o.Name)
-		}
+	for _, o := range bindings.Items {
+		add("RoleBinding", o.Name)
 	}
-	if l, err := c.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts); err == nil {
-		for _, o := range l.Items {
-			add("PersistentVolumeClaim", o.Name)
-		}
+	claims, err := c.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("listing PersistentVolumeClaims: %w", err)
+	}
+	for _, o := range claims.Items {
+		add("PersistentVolumeClaim", o.Name)
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }
 
-// assertNothingLeftAfterUninstall waits for the garbage collector, then fails on anything of the release
-// left in the namespace besides keep.
-func assertNothingLeftAfterUninstall(t *testing.T, ns string, keep map[string]bool) {
-	t.Helper()
-	var left []string
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
+// leftoversWait lists the leftovers once a second until none is left or within passed, each list with its own
+// deadline, so the last look is as real as the first. It returns the last list and the last list's error.
+func leftoversWait(ns string, keep map[string]bool, within time.Duration) ([]string, error) {
+	deadline := time.Now().Add(within)
 	for {
-		left = leftovers(ctx, t, ns, keep)
-		if len(left) == 0 || ctx.Err() != nil {
-			break
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		left, err := leftovers(ctx, ns, keep)
+		cancel()
+		if (err == nil && len(left) == 0) || time.Now().After(deadline) {
+			return left, err
 		}
 		time.Sleep(time.Second)
 	}
-	if len(left) > 0 {
+}
+
+// assertNothingLeftAfterUninstall waits for the garbage collector, then fails on anything of the release
+// left in the namespace besides keep, and on a namespace it cannot read.
+func assertNothingLeftAfterUninstall(t *testing.T, ns string, keep map[string]bool) {
+	t.Helper()
+	left, err := leftoversWait(ns, keep, 90*time.Second)
+	switch {
+	case err != nil:
+		t.Errorf("after helm uninstall the namespace %s could not be read: %v", ns, err)
+	case len(left) > 0:
 		t.Errorf("helm uninstall left %s behind (only %v may stay)", strings.Join(left, ", "), keep)
 	}
 }
