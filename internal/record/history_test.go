@@ -95,7 +95,7 @@ func TestWriteRunGivesAHistoryCreatedWithoutItsOwnerTheOwnerOnceItExists(t *test
 		t.Fatal(err)
 	}
 	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0] != owner {
-		t.Errorf("the history is owned by %v after a run that found the release's ConfigMap, want %v", cm.OwnerReferences, owner)
+		t.Fatalf("the history is owned by %v after a run that found the release's ConfigMap, want %v", cm.OwnerReferences, owner)
 	}
 	// an owner it has is never replaced
 	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: "u2"}
@@ -103,7 +103,7 @@ func TestWriteRunGivesAHistoryCreatedWithoutItsOwnerTheOwnerOnceItExists(t *test
 	if err := record.WriteRun(context.Background(), client, o, run(3, "succeeded, recorded")); err != nil {
 		t.Fatal(err)
 	}
-	if cm, _ = client.Get(context.Background(), "shop-migration-runs", metav1.GetOptions{}); cm.OwnerReferences[0] != owner {
+	if cm, _ = client.Get(context.Background(), "shop-migration-runs", metav1.GetOptions{}); len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0] != owner {
 		t.Errorf("the history's owner became %v, want it kept as %v", cm.OwnerReferences, owner)
 	}
 }

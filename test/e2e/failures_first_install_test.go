@@ -127,13 +127,14 @@ func TestAFirstInstallOnAnExternalDatabaseFailsAsSoonAsItsMigrationFails(t *test
 			// pre-install hook leaves: the hooks (Helm never deletes them, and no object of the release existed to
 			// own them), the run history and the store; nothing else
 			hooks := r.Fullname() + "-migrate"
-			preInstallLeft := []string{"ConfigMap/" + r.Fullname() + "-migration-runs", "ConfigMap/" + r.StoreName(),
+			preInstallLeft := []string{"ConfigMap/" + r.StoreName(), "ConfigMap/" + r.Fullname() + "-migration-runs",
 				"Job/" + hooks, "Pod/ledger-db", "Role/" + hooks, "RoleBinding/" + hooks, "Secret/ledger-db", "ServiceAccount/" + hooks}
 			left, err := leftoversWait(r.Namespace, nil, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			left = slices.DeleteFunc(left, func(s string) bool { return strings.HasPrefix(s, "Pod/"+hooks+"-") })
+			slices.Sort(preInstallLeft)
 			if !slices.Equal(left, preInstallLeft) {
 				t.Errorf("helm uninstall of the release that failed its pre-install hook left %v, want %v (docs/design.md)", left, preInstallLeft)
 			}
