@@ -28,6 +28,11 @@ const LockKey int64 = 0x70726d6967726174 // "prmigrat"
 // RunsTable receives one row per successful run.
 const RunsTable = "demo_migrate_runs"
 
+// StartsTable receives one row per run that starts applying migrations, committed before the first one: a run
+// stopped mid-way (killed, its lock lost) leaves its start and no row in RunsTable, so the tests can count
+// the runs that started, not only those that finished.
+const StartsTable = "demo_migrate_starts"
+
 // bookkeepingSQL creates the bookkeeping tables, and brings a demo_migrate_runs table created by an
 // older binary (without started_at) up to date. Both timestamps of a run come from the database's
 // clock_timestamp(), so they compare with each other and with other tables' database timestamps
@@ -47,7 +52,13 @@ CREATE TABLE IF NOT EXISTS ` + RunsTable + ` (
 );
 ALTER TABLE ` + RunsTable + `
     ADD COLUMN IF NOT EXISTS started_at timestamptz,
-    ALTER COLUMN finished_at SET DEFAULT clock_timestamp();`
+    ALTER COLUMN finished_at SET DEFAULT clock_timestamp();
+CREATE TABLE IF NOT EXISTS ` + StartsTable + ` (
+    id          bigserial   PRIMARY KEY,
+    identity    text,
+    pending     integer[]   NOT NULL,
+    started_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);`
 
 // Config describes one migration run.
 type Config struct {
@@ -201,6 +212,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		logger.Printf("fault injection: migration %d will fail", cfg.FailVersion)
 	}
 
+	if len(pending) > 0 {
+		versions := make([]int32, len(pending))
+		for i, m := range pending {
+			versions[i] = int32(m.Version)
+		}
+		// one statement, so its own transaction: committed before anything is applied
+		if _, err := conn.Exec(ctx, "INSERT INTO "+StartsTable+" (identity, pending) VALUES (NULLIF($1, ''), $2)", cfg.Identity, versions); err != nil {
+			return res, fmt.Errorf("record the start in %s: %w", StartsTable, err)
+		}
+	}
 	for _, m := range pending {
 		if m.Destructive() {
 			logger.Printf("applying destructive version %d (%s), data loss accepted: %s", m.Version, m.Name, strings.Join(m.Drops, ", "))

@@ -441,12 +441,25 @@ func TestARunKilledDuringASlowMigrationLeavesNothingHalfAppliedAndTheRetryApplie
 
 	slow := config(dsn, 2, logs)
 	slow.Delay = 30 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	conn := connect(t, dsn)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := migrate.Run(ctx, slow); err == nil {
+	done := make(chan error, 1)
+	go func() {
+		_, err := migrate.Run(ctx, slow)
+		done <- err
+	}()
+	// killed once it started applying (its start is committed), inside the 30 s migration
+	for deadline := time.Now().Add(20 * time.Second); len(queryInts(t, conn, "SELECT id FROM "+migrate.StartsTable)) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow run did not start applying within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err == nil {
 		t.Fatal("a run cancelled during its 30 s migration reported success")
 	}
-	conn := connect(t, dsn)
 	var author int
 	if err := conn.QueryRow(context.Background(),
 		"select count(*) from information_schema.columns where table_name='records' and column_name='author'").Scan(&author); err != nil {
@@ -458,6 +471,17 @@ func TestARunKilledDuringASlowMigrationLeavesNothingHalfAppliedAndTheRetryApplie
 	res := run(t, config(dsn, 2, logs))
 	if got := versions(res); !slices.Equal(got, []int{2}) {
 		t.Errorf("the retry applied %v, want [2]", got)
+	}
+	// every run that started applying left its start, the killed one too; only finished runs are in RunsTable
+	starts := queryInts(t, conn, "SELECT array_length(pending, 1) FROM "+migrate.StartsTable+" ORDER BY id")
+	if !slices.Equal(starts, []int{1, 1, 1}) || runCount(t, conn) != 2 {
+		t.Errorf("%s holds starts pending %v and %s %d runs, want 3 starts (the first, the killed, the retry) and 2 runs",
+			migrate.StartsTable, starts, migrate.RunsTable, runCount(t, conn))
+	}
+	// a run with nothing pending starts nothing
+	run(t, config(dsn, 2, logs))
+	if n := len(queryInts(t, conn, "SELECT id FROM "+migrate.StartsTable)); n != 3 {
+		t.Errorf("%s holds %d starts after a run with nothing pending, want 3", migrate.StartsTable, n)
 	}
 }
 
