@@ -155,18 +155,6 @@ preInstallHook: then always the hook, pre-install and pre-upgrade (docs/design.m
 {{- $kind = "plain" -}}
 {{- end -}}
 {{- $_ = set $c "jobKind" $kind -}}
-{{- /* the migration's ServiceAccount beside a hook Job is a hook too, unless the cluster has it as a release
-object of this release (the install's, beside its plain Job): then it stays one. A hook of its name would
-replace it (`before-hook-creation`), and a migration still running on it (an install that outlived Helm's
-timeout, retried with `helm upgrade --install`) would lose its token mid-run */ -}}
-{{- $saHook := eq $kind "hook" -}}
-{{- if $saHook -}}
-{{- $sa := lookup "v1" "ServiceAccount" $root.Release.Namespace $c.migrateName -}}
-{{- if and $sa (not (dig "metadata" "annotations" "helm.sh/hook" "" $sa)) (eq (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $sa) $root.Release.Name) -}}
-{{- $saHook = false -}}
-{{- end -}}
-{{- end -}}
-{{- $_ = set $c "serviceAccountHook" $saHook -}}
 {{- $_ = set $c "recordsUID" "" -}}
 {{- if eq $kind "hook" -}}
 {{- $_ = set $c "recordsUID" (dig "metadata" "uid" "" (lookup "v1" "ConfigMap" $root.Release.Namespace $c.recordsName)) -}}
@@ -343,8 +331,7 @@ hooks too (a hook runs before the release's objects are updated), replaced by th
 `hook-failed` when its --timeout expires on the Job (it gives up, the Job runs on), and a migration that
 finishes after that could not record itself. They carry Helm's ownership annotations, so a rollback to a
 revision where they are release objects adopts them, and the records ConfigMap owns them (hookOwner), so
-helm uninstall takes them with it. Else release objects; argocd: wave -1. The ServiceAccount stays a release
-object when the cluster has it as one (serviceAccountHook).
+helm uninstall takes them with it. Else release objects; argocd: wave -1.
 */}}
 {{- define "premigrate-lib.supportAnnotations" -}}
 {{- if eq .jobKind "hook" -}}

@@ -27,26 +27,21 @@ metadata:
 {{- end }}
 
 {{/*
-The migration's ServiceAccount: its token is mounted in the migration pod only. Beside a hook Job a hook, unless
-the cluster has it as a release object (serviceAccountHook): it then stays one.
+The migration's ServiceAccount: its token is mounted in the migration pod only.
 */}}
 {{- define "premigrate-lib.migrationServiceAccount" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
 {{- if $c.enabled -}}
-{{- $sc := $c -}}
-{{- if not $c.serviceAccountHook -}}
-{{- $sc = merge (dict "jobKind" (ternary "plain" $c.jobKind (eq $c.jobKind "hook"))) $c -}}
-{{- end -}}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
   name: {{ $c.migrateName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
-  {{- with include "premigrate-lib.hookOwner" $sc }}
+  {{- with include "premigrate-lib.hookOwner" $c }}
   {{- . | nindent 2 }}
   {{- end }}
-  {{- $annotations := merge (dict) (include "premigrate-lib.supportAnnotations" $sc | fromYaml) $c.serviceAccountAnnotations }}
+  {{- $annotations := merge (dict) (include "premigrate-lib.supportAnnotations" $c | fromYaml) $c.serviceAccountAnnotations }}
   {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
