@@ -248,8 +248,8 @@ func TestMigrationsAppliedBackToBackRunOneAtATimeInTheOrderTheyWereDeployed(t *t
 
 // An install whose migration still runs when the first upgrade starts (an install without --wait and an
 // upgrade at once in a pipeline; an install that timed out, then `helm upgrade --install`). The install's Job
-// is a plain one; the upgrade's is a pre-upgrade hook, whose ServiceAccount replaces the install's under the
-// running Job. The two migrations must not run at once, and the upgrade must end with its own migration
+// is a plain one; the upgrade's is a pre-upgrade hook, beside the install's ServiceAccount, which the upgrade
+// keeps (docs/design.md). The two migrations must not run at once, and the upgrade must end with its own migration
 // recorded and its pods released. The evidence is the demo migration's own advisory lock, which it logs
 // finding held, and its runs in demo_migrate_runs.
 func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
@@ -347,11 +347,14 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			ns := env.NewNamespace(t, "retry-"+h.name, restricted)
 			r := env.NewRelease(t, ns, "app", h.bin)
 			values := framework.Merge(framework.BaseValues(), map[string]any{
-				"image":     map[string]any{"tag": "v2"},
-				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
+				"image": map[string]any{"tag": "v2"},
+				// two versions of 25 s: the install's migration outlives the release lock's lease (30 s) after the
+				// retry started, so a retry that took its ServiceAccount away (its token then fails to renew the
+				// lock) is seen every time, not only on a slow node
+				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "25s")}},
 			})
 			if out, _, err := r.Deploy(values, "--timeout", "10s"); err == nil {
-				t.Fatalf("the install with a 10 s timeout and a 30 s migration succeeded:\n%s", out)
+				t.Fatalf("the install with a 10 s timeout and a 50 s migration succeeded:\n%s", out)
 			}
 			id := r.AppIdentity(ctx)
 			installJob := r.MigrationJob(ctx, id)
@@ -399,6 +402,13 @@ func TestARetryAfterAnInstallThatTimedOutFinishesTheSameMigration(t *testing.T) 
 			}
 			if got := r.Psql("select string_agg(version::text, ',' order by version) from schema_migrations"); got != "1,2" {
 				t.Errorf("schema_migrations holds %q, want each of 1..2 once", got)
+			}
+			// the install's own run applied it: the demo commits a row when a run starts applying, so a run stopped
+			// mid-way leaves its start. Had the retry taken the install migration's ServiceAccount, its token could
+			// not renew the release's lock, the run would have been stopped and the hook's run would be a second start
+			if starts := r.PsqlInt("select count(*) from demo_migrate_starts where identity = '" + id + "'"); starts != 1 {
+				t.Errorf("%d runs of %s started applying, want 1: the install's migration did not finish its own run: %s", starts, id,
+					r.Psql("select string_agg(array_to_string(pending, ',') || ' at ' || started_at, '; ' order by id) from demo_migrate_starts"))
 			}
 			if _, ok := r.Records(ctx)[id]; !ok {
 				t.Errorf("identity %s is not recorded after the retry", id)
