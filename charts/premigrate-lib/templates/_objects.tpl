@@ -27,21 +27,36 @@ metadata:
 {{- end }}
 
 {{/*
-The migration's ServiceAccount: its token is mounted in the migration pod only.
+The migration's ServiceAccount: its token is mounted in the migration pod only. A hook beside a hook Job,
+except when the cluster has it as a release object of this release (the install's, beside its plain Job): it
+then stays one. A hook of its name would make Helm delete it first (before-hook-creation), under an install
+migration still running on its token (an install that outlived Helm's --timeout, retried with `helm upgrade
+--install`), which would lose the release's lock and be run again by the hook (docs/design.md). It exists, so
+the hook Job has it; helm template (no cluster) renders the hook.
 */}}
 {{- define "premigrate-lib.migrationServiceAccount" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
 {{- if $c.enabled -}}
+{{- $hook := eq $c.jobKind "hook" -}}
+{{- if $hook -}}
+{{- $live := lookup "v1" "ServiceAccount" $c.root.Release.Namespace $c.migrateName | default dict -}}
+{{- $liveAnnotations := dig "metadata" "annotations" dict $live -}}
+{{- if and $live (not (hasKey $liveAnnotations "helm.sh/hook")) (eq (get $liveAnnotations "meta.helm.sh/release-name") $c.root.Release.Name) -}}
+{{- $hook = false -}}
+{{- end -}}
+{{- end -}}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
   name: {{ $c.migrateName }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- if $hook }}
   {{- with include "premigrate-lib.hookOwner" $c }}
   {{- . | nindent 2 }}
   {{- end }}
-  {{- $annotations := merge (dict) (include "premigrate-lib.supportAnnotations" $c | fromYaml) $c.serviceAccountAnnotations }}
+  {{- end }}
+  {{- $annotations := merge (dict) (ternary (include "premigrate-lib.supportAnnotations" $c | fromYaml) (dict) (or $hook (ne $c.jobKind "hook"))) $c.serviceAccountAnnotations }}
   {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
