@@ -116,9 +116,10 @@ func existingServiceChart(t *testing.T) string {
 // TestAServiceThatAlreadyServesMovesToPremigrateInOneUpgradeWithoutDowntime runs docs/adopting.md: the
 // existing service serves under load, its next version's Job is refused as immutable, and the library
 // README's steps plus the page's own, taken from the files, move it to premigrate in one `helm upgrade
-// --wait`. The load sees no failed request across the move and the next upgrade, the Deployment keeps its
-// UID, the team's Job is gone, and after the migration Job's TTL the restarted pods start again; the witness
-// (the database's clock and the API server's container starts) sees no app process before its migration.
+// --wait`; `helm rollback` to the revision before the move goes back, the next version moves it again and
+// one more follows. The load sees no failed request across them, the Deployment keeps its UID, the team's
+// Job is gone, and after the migration Job's TTL the restarted pods start again; the witness (the database's
+// clock and the API server's container starts) sees no app process before its migration.
 func TestAServiceThatAlreadyServesMovesToPremigrateInOneUpgradeWithoutDowntime(t *testing.T) {
 	share(t, weightOne, 120*time.Second)
 	res := scenario(t, existingServiceScenario, env.Helm4)
@@ -181,23 +182,47 @@ func TestAServiceThatAlreadyServesMovesToPremigrateInOneUpgradeWithoutDowntime(t
 	load := env.StartLoad(t, ns, fullname+":8080")
 	deploy(adopted("v2"))
 	firstID := identityOf(ctx, t, ns, fullname)
+	if firstID == "" {
+		t.Fatal("the move's pod template carries no identity")
+	}
+
+	// going back, as the page says: the revision before the move puts the team's Job and the pods without the
+	// gate back, on the same Deployment; the team's v1 Job finds the schema one step ahead and leaves it alone
+	start := time.Now()
+	env.Run.Must(t, env.Helm4, "rollback", r.Name, "1", "-n", ns, "--wait", "--timeout", "3m")
+	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	env.Run.Must(t, env.Kubectl, "wait", "-n", ns, "--for=condition=Complete", "job/"+fullname+"-migrate", "--timeout=2m")
+	if id := identityOf(ctx, t, ns, fullname); id != "" {
+		t.Errorf("after the rollback the pod template still carries the identity %q", id)
+	}
+	if after := uid(); after != before {
+		t.Errorf("the rollback recreated the Deployment: UID %s before the move, %s after", before, after)
+	}
+	if got := r.Psql(`select max(version) from schema_migrations`); got != "2" {
+		t.Errorf("schema %q after the rollback, want 2 (the team's v1 Job leaves a newer schema alone)", got)
+	}
+
+	// and forward again: the next version moves it once more (the rollback took the release's ConfigMap, so
+	// its Job is again a first move's plain Job), deleting the team's Job again; the version after it is an
+	// upgrade like any other, its migration Job a pre-upgrade hook
 	deploy(adopted("v3"))
+	deploy(adopted("v4"))
 	rep := load.Stop()
 	recordLoad(res, rep)
-	rep.Check(t, "across the move to premigrate and the next upgrade")
-	res.Upgrades = 2
+	rep.Check(t, "across the move to premigrate, the rollback before it, the move again and the next upgrade")
+	res.Upgrades = 4
 	if after := uid(); after != before {
 		t.Errorf("the Deployment was recreated: UID %s before the move, %s after", before, after)
 	}
 	if _, err := env.Client.BatchV1().Jobs(ns).Get(ctx, fullname+"-migrate", metav1.GetOptions{}); err == nil {
 		t.Errorf("the team's Job %s-migrate is still there after the move", fullname)
 	}
-	if got := r.Psql(`select max(version) from schema_migrations`); got != "3" {
-		t.Errorf("schema %q after the upgrades, want 3", got)
+	if got := r.Psql(`select max(version) from schema_migrations`); got != "4" {
+		t.Errorf("schema %q after the upgrades, want 4", got)
 	}
 	id := identityOf(ctx, t, ns, fullname)
 	if id == firstID || id == "" {
-		t.Fatalf("the upgrade to v3 has identity %q, the move's %q", id, firstID)
+		t.Fatalf("the upgrade to v4 has identity %q, the move's %q", id, firstID)
 	}
 	r.AssertWitness(ctx, id)
 
