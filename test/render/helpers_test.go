@@ -17,6 +17,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -113,6 +114,12 @@ var kinds = map[string]struct {
 		return &autoscalingv2.HorizontalPodAutoscaler{}
 	}},
 	"HTTPRoute": {"gateway.networking.k8s.io/v1", func() runtime.Object { return &unstructured.Unstructured{} }},
+	"ValidatingAdmissionPolicy": {"admissionregistration.k8s.io/v1", func() runtime.Object {
+		return &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	}},
+	"ValidatingAdmissionPolicyBinding": {"admissionregistration.k8s.io/v1", func() runtime.Object {
+		return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	}},
 }
 
 // fakeCluster answers the chart's `lookup` calls from a fake dynamic client.

@@ -190,6 +190,8 @@ func TestTheLibraryChecksItsOwnValues(t *testing.T) {
 		{"migrations: {database: {urlSecretName: db}}\n", `database.urlSecretName ("db") and database.urlSecretKey ("") go together`},
 		{"migrations: {hookWeight: -10}\n", "hookWeight -10 must be above -10"},
 		{"migrations: {preInstallHook: \"yes\"}\n", "preInstallHook must be true or false, not string yes"},
+		{"migrations: {guard: {enabled: \"yes\"}}\n", "guard.enabled must be true or false, not string yes"},
+		{"migrations: {guard: true}\n", "guard must be a map ({enabled: true}), not bool true"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

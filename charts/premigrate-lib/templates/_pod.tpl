@@ -8,7 +8,8 @@ include them unconditionally:
                                                            gate.waitIn app: install-gate, or nothing)
   containers[].env       premigrate-lib.identityEnv        PREMIGRATE_IDENTITY, for the app's own checks
   volumes                premigrate-lib.gateVolume         the gate's projected API token (and its binary)
-  Deployment annotations premigrate-lib.deploymentAnnotations   argocd: sync wave 1 (after the Job)
+  Deployment annotations premigrate-lib.deploymentAnnotations   argocd: sync wave 1 (after the Job); with
+                                                           guard.enabled the guard's (premigrate-lib.guardAnnotations)
 
 With gate.waitIn app the app container itself waits: its command and volume mounts also come from here:
 
@@ -30,7 +31,8 @@ premigrate.io/identity: {{ $c.identity | quote }}
 
 {{- define "premigrate-lib.deploymentAnnotations" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- include "premigrate-lib.syncWaveOf" (dict "c" $c "wave" "1") -}}
+{{- $a := list (include "premigrate-lib.syncWaveOf" (dict "c" $c "wave" "1")) (include "premigrate-lib.guardAnnotations" .) -}}
+{{- $a | compact | join "\n" -}}
 {{- end }}
 
 {{- define "premigrate-lib.identityEnv" -}}

@@ -269,6 +269,7 @@ the data without persistence), or the external database's URL */ -}}
   "preInstallHook" (ternary (not $V.postgresql.enabled) $m.preInstallHook (kindIs "invalid" $m.preInstallHook))
   "pod" $pod
   "serviceAccount" (dict "annotations" (dig "serviceAccount" "annotations" dict $m))
+  "guard" $m.guard
   "gate" $gate -}}
 {{- $_ = set .out "root" $root -}}
 {{- $_ = set .out "values" $values -}}

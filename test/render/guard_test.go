@@ -1,0 +1,109 @@
+package render
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+)
+
+// guardName is the guard's cluster-scoped name for the test release: it carries the namespace.
+const guardName = "premigrate." + namespace + "." + fullname
+
+// TestTheGuardIsOffByDefaultAndAddsNothingToThePods: without migration.guard.enabled the chart renders no
+// admission policy and no guard annotation, and turning it on changes the Deployment's annotations only, never
+// its pod template (enabling the guard rolls no pod).
+func TestTheGuardIsOffByDefaultAndAddsNothingToThePods(t *testing.T) {
+	const base = "postgresql: {auth: {password: pw}}\n"
+	for _, upgrade := range []bool{false, true} {
+		off := render(t, renderOptions{values: base, upgrade: upgrade})
+		assert.Empty(t, off.ofKind("ValidatingAdmissionPolicy"), "upgrade=%v", upgrade)
+		assert.Empty(t, off.ofKind("ValidatingAdmissionPolicyBinding"), "upgrade=%v", upgrade)
+		for k := range off.deployment(t).Annotations {
+			assert.False(t, strings.HasPrefix(k, "premigrate.io/"), "upgrade=%v: the Deployment has %s with the guard off", upgrade, k)
+		}
+		on := render(t, renderOptions{values: base + "migration: {guard: {enabled: true}}", upgrade: upgrade})
+		assert.Equal(t, off.deployment(t).Spec.Template, on.deployment(t).Spec.Template, "upgrade=%v: the guard changed the pod template", upgrade)
+		assert.Equal(t, identityOf(t, off), identityOf(t, on), "upgrade=%v: the guard is not part of the identity", upgrade)
+	}
+}
+
+// TestTheGuardWatchesTheReleasesWorkloadsWithTheStoreAsItsParam: the policy and its binding carry the
+// release's namespace in their name, match UPDATEs of workloads whose annotations name this release, read the
+// store (the records, not the release's ConfigMap), and stay in the release's namespace; the Deployment says
+// which image its identity was migrated with and whether its migration Job runs beside it or before it.
+func TestTheGuardWatchesTheReleasesWorkloadsWithTheStoreAsItsParam(t *testing.T) {
+	cases := []struct {
+		name      string
+		values    string
+		upgrade   bool
+		noRecords bool
+		beside    string
+	}{
+		{name: "an install: the plain Job runs beside the Deployment", beside: "true"},
+		{name: "a hook-mode upgrade: the hook ran before", upgrade: true, beside: "false"},
+		{name: "an upgrade that finds no records ConfigMap: a plain Job again", upgrade: true, noRecords: true, beside: "true"},
+		{name: "job mode", values: "migration: {mode: job, guard: {enabled: true}}\n", upgrade: true, beside: "true"},
+		{name: "argocd mode: the Job is an earlier wave", values: "migration: {mode: argocd, guard: {enabled: true}}\n", upgrade: true, beside: "false"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			values := c.values
+			if values == "" {
+				values = "migration: {guard: {enabled: true}}\n"
+			}
+			r := render(t, renderOptions{values: values + "image: {tag: v4}\npostgresql: {auth: {password: pw}}\n", upgrade: c.upgrade, noRecords: c.noRecords})
+			d := r.deployment(t)
+			assert.Equal(t, fullname, d.Annotations["premigrate.io/guard"])
+			assert.Equal(t, "ghcr.io/premigrate/demo:v4", d.Annotations["premigrate.io/migrated-image"])
+			assert.Equal(t, c.beside, d.Annotations["premigrate.io/migration-beside"])
+
+			p := mustFind[*admissionregistrationv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy", guardName)
+			require.NotNil(t, p.Spec.FailurePolicy)
+			assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
+			require.NotNil(t, p.Spec.ParamKind)
+			assert.Equal(t, "ConfigMap", p.Spec.ParamKind.Kind)
+			require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
+			rule := p.Spec.MatchConstraints.ResourceRules[0]
+			assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, rule.Operations, "creates are never refused")
+			assert.ElementsMatch(t, []string{"deployments", "statefulsets", "daemonsets"}, rule.Resources)
+			require.Len(t, p.Spec.MatchConditions, 1)
+			assert.Contains(t, p.Spec.MatchConditions[0].Expression, "'"+fullname+"'", "matches only this release's workloads")
+			require.Len(t, p.Spec.Validations, 2)
+			for _, v := range p.Spec.Validations {
+				assert.Contains(t, v.MessageExpression, "premigrate: ")
+			}
+
+			b := mustFind[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, r, "ValidatingAdmissionPolicyBinding", guardName)
+			assert.Equal(t, guardName, b.Spec.PolicyName)
+			assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
+			require.NotNil(t, b.Spec.ParamRef)
+			assert.Equal(t, fullname+"-migration-records", b.Spec.ParamRef.Name, "the store, where the records live")
+			assert.Equal(t, namespace, b.Spec.ParamRef.Namespace)
+			require.NotNil(t, b.Spec.ParamRef.ParameterNotFoundAction)
+			assert.Equal(t, admissionregistrationv1.AllowAction, *b.Spec.ParamRef.ParameterNotFoundAction)
+			require.NotNil(t, b.Spec.MatchResources)
+			require.NotNil(t, b.Spec.MatchResources.NamespaceSelector)
+			assert.Equal(t, map[string]string{"kubernetes.io/metadata.name": namespace}, b.Spec.MatchResources.NamespaceSelector.MatchLabels,
+				"another namespace's workloads are not this release's")
+		})
+	}
+}
+
+// TestTheGuardNamesOfTwoReleasesNeverCollide: the objects are cluster-scoped; two releases of one name in two
+// namespaces, or of two names in one, get their own.
+func TestTheGuardNamesOfTwoReleasesNeverCollide(t *testing.T) {
+	names := []string{}
+	for _, release := range []string{"demo", "other"} {
+		r := render(t, renderOptions{release: release, values: "migration: {guard: {enabled: true}}\npostgresql: {auth: {password: pw}}\n"})
+		for _, o := range r.ofKind("ValidatingAdmissionPolicy") {
+			names = append(names, o.name())
+		}
+	}
+	require.Len(t, names, 2)
+	assert.False(t, slices.Contains(names[1:], names[0]), "both releases render %v", names)
+	assert.True(t, strings.HasPrefix(names[0], "premigrate."+namespace+"."), "the namespace is part of the name: %s", names[0])
+}
