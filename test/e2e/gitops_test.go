@@ -30,6 +30,7 @@ var (
 	argocdUpgradesScenario            = scenarios.Declare(framework.GitOps, "argocd-upgrades")
 	argocdFailedMigrationScenario     = scenarios.Declare(framework.GitOps, "argocd-failed-migration")
 	argocdSelectiveSyncScenario       = scenarios.Declare(framework.GitOps, "argocd-selective-sync")
+	argocdGuardScenario               = scenarios.Declare(framework.GitOps, "argocd-guard-refuses-selective-sync")
 	argocdHookModeScenario            = scenarios.Declare(framework.GitOps, "argocd-hook-mode")
 	argocdReplaceScenario             = scenarios.Declare(framework.GitOps, "argocd-replace")
 	argocdDeleteScenario              = scenarios.Declare(framework.GitOps, "argocd-delete-recreate")
@@ -770,6 +771,50 @@ func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 	a.AssertWitness(ctx, newID)
 }
 
+// argoGuardRefusesASelectiveSync is argocd-selective-sync with migration.guard on: the sync of the Deployment
+// alone is refused at the API server, Argo CD reports the guard's message and the Deployment keeps its identity;
+// the full sync then runs the migration and the Deployment together. Its negative control is
+// argocd-selective-sync itself: the guard off, the same sync goes through and the new pods wait in the gate.
+func argoGuardRefusesASelectiveSync(t *testing.T) {
+	gitopsUp(t, "argocd")
+	res := scenario(t, argocdGuardScenario, "argocd")
+	ctx := context.Background()
+	a := newArgoApp(t, "argoguard")
+	removeGuardObjects(t, a.Release)
+	a.retries = 1
+	guard := map[string]any{"migration": map[string]any{"guard": map[string]any{"enabled": true}}}
+	a.apply(argoValues(guard), true)
+	a.healthy(8 * time.Minute)
+	oldID := a.AppIdentity(ctx)
+	env.Run.Must(t, env.Kubectl, "get", "validatingadmissionpolicybinding", "premigrate."+a.Namespace+"."+a.Fullname())
+	a.apply(argoValues(framework.Merge(guard, map[string]any{"image": map[string]any{"tag": "v2"}})), false)
+	at := a.operate(map[string]any{"group": "apps", "kind": "Deployment", "name": a.Fullname()})
+	app := a.synced(at, 3*time.Minute)
+	if app.Status.OperationState.Phase == "Succeeded" {
+		t.Fatalf("the guard let a selective sync of the Deployment through: %s", app.Status.OperationState.Message)
+	}
+	if !strings.Contains(app.Status.OperationState.Message, "whose migration has not run") {
+		t.Errorf("Argo CD's sync failed without the guard's message: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
+	}
+	t.Logf("Argo CD reports: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
+	if got := a.AppIdentity(ctx); got != oldID {
+		t.Fatalf("the refused sync moved the Deployment from identity %s to %s", oldID, got)
+	}
+	res.Numbers["refusedSelectiveSync"] = 1
+	// the full sync runs the migration, then the Deployment
+	at = a.operate()
+	if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
+		t.Fatalf("the full sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
+	}
+	newID := a.AppIdentity(ctx)
+	if newID == oldID {
+		t.Fatalf("the full sync did not change the Deployment's identity")
+	}
+	res.Upgrades = 1
+	env.Run.Must(t, env.Kubectl, "rollout", "status", "-n", a.Namespace, "deployment/"+a.Fullname(), "--timeout=3m")
+	a.AssertWitness(ctx, newID)
+}
+
 // argoRendersHookModeAsAnInstall documents what migration.mode hook does under Argo CD: Argo CD
 // renders with `helm template`, so every sync is an install to the chart: the Job is a plain Job named by its
 // identity (no Helm hook), which the gate waits for; it works like job mode (a fixed password is needed, as
@@ -950,6 +995,7 @@ func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
 	t.Run("through five upgrades with automated sync, prune, self-heal and a TTL", sharing(weightOne, 290*time.Second, argoSyncsFiveUpgrades))
 	t.Run("reports a failed migration and the new pods never start", sharing(weightOne, 120*time.Second, argoReportsAFailedMigration))
 	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods))
+	t.Run("with the guard on refuses a selective sync that skips the hook", sharing(weightOne, 110*time.Second, argoGuardRefusesASelectiveSync))
 	t.Run("renders hook mode as an install on every sync", sharing(weightOne, 65*time.Second, argoRendersHookModeAsAnInstall))
 	t.Run("keeps every record when it replaces every object", sharing(weightOne, 110*time.Second, argoReplaceKeepsEveryRecord))
 	t.Run("keeps the database and its records when the Application is deleted", sharing(weightOne, 150*time.Second, argoDeleteKeepsTheDatabaseAndItsRecords))

@@ -72,7 +72,13 @@ func TestTheGuardWatchesTheReleasesWorkloadsWithTheStoreAsItsParam(t *testing.T)
 			assert.ElementsMatch(t, []string{"deployments", "statefulsets", "daemonsets"}, rule.Resources)
 			require.Len(t, p.Spec.MatchConditions, 1)
 			assert.Contains(t, p.Spec.MatchConditions[0].Expression, "'"+fullname+"'", "matches only this release's workloads")
+			// the two rules (the guard's scenarios prove what they refuse on a cluster)
 			require.Len(t, p.Spec.Validations, 2)
+			assert.Equal(t, "variables.identity == '' || variables.identity == variables.oldIdentity || variables.recorded || variables.beside",
+				p.Spec.Validations[0].Expression, "a new identity passes only when recorded or migrated beside the workload")
+			assert.True(t, strings.HasPrefix(p.Spec.Validations[1].Expression, "variables.identity != variables.oldIdentity || variables.migratedImage == '' || "),
+				"only an image change under the same identity is judged: %s", p.Spec.Validations[1].Expression)
+			assert.Contains(t, p.Spec.Validations[1].Expression, "c.image == variables.migratedImage", "a container that ran the migrated image keeps it")
 			for _, v := range p.Spec.Validations {
 				assert.Contains(t, v.MessageExpression, "premigrate: ")
 			}
