@@ -801,9 +801,16 @@ func argoGuardRefusesASelectiveSync(t *testing.T) {
 		t.Fatalf("the refused sync moved the Deployment from identity %s to %s", oldID, got)
 	}
 	res.Numbers["refusedSelectiveSync"] = 1
-	// the full sync runs the migration, then the Deployment
-	at = a.operate()
-	if app := a.synced(at, 6*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
+	// the full sync runs the migration, then the Deployment; the refused sync finished a moment ago, so the
+	// full one is told from it by its finish
+	refused := app.Status.OperationState.FinishedAt
+	a.operate()
+	framework.WaitUntil(t, "Argo CD to finish the full sync", 6*time.Minute, func(context.Context) (bool, error) {
+		app = a.get()
+		op := app.Status.OperationState
+		return op.FinishedAt.After(refused) && op.Phase != "" && op.Phase != "Running", nil
+	})
+	if app.Status.OperationState.Phase != "Succeeded" {
 		t.Fatalf("the full sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
 	}
 	newID := a.AppIdentity(ctx)
