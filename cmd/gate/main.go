@@ -112,6 +112,7 @@ type apiClients struct {
 	configMaps func(namespace string) configMapClient
 	pods       func(namespace string) podGetter
 	claims     func(namespace string) claimGetter
+	workloads  func(namespace string) workloadAnnotator
 }
 
 // podGetter and claimGetter read the object that holds the database's data.
@@ -138,6 +139,7 @@ func newAPIClients(k8s k8sFlags, getenv func(string) string) (*apiClients, error
 		configMaps: func(ns string) configMapClient { return c.ConfigMaps(ns) },
 		pods:       func(ns string) podGetter { return c.Pods(ns) },
 		claims:     func(ns string) claimGetter { return c.PersistentVolumeClaims(ns) },
+		workloads:  func(ns string) workloadAnnotator { return c.Workloads(ns) },
 	}, nil
 }
 
@@ -170,11 +172,15 @@ func commands() []command {
 			return func(ctx context.Context, e *env, _ []string) error { return runRecord(ctx, o, e) }
 		}},
 		{name: "run", summary: "run the migration command (after --) and record its success (migration Job)", args: true, bind: func(fs *flag.FlagSet) action {
-			o := &runOptions{}
+			o, g := &runOptions{}, &guardOptions{}
 			o.register(fs)
+			g.register(fs)
 			return func(ctx context.Context, e *env, args []string) error {
 				o.argv = args
-				return runRun(ctx, o, e)
+				if err := runRun(ctx, o, e); err != nil {
+					return err
+				}
+				return runGuard(ctx, o, g, e)
 			}
 		}},
 		{name: "copy", summary: "copy this executable to --to (hands the gate to the migration container)", bind: func(fs *flag.FlagSet) action {

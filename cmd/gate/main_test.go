@@ -60,6 +60,7 @@ func newHarness(objects ...runtime.Object) *harness {
 				configMaps: func(ns string) configMapClient { return h.cs.CoreV1().ConfigMaps(ns) },
 				pods:       func(ns string) podGetter { return h.cs.CoreV1().Pods(ns) },
 				claims:     func(ns string) claimGetter { return h.cs.CoreV1().PersistentVolumeClaims(ns) },
+				workloads:  func(ns string) workloadAnnotator { return fakeWorkloads{cs: h.cs, ns: ns} },
 			}, nil
 		},
 		now: time.Now,

@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -106,6 +107,7 @@ func tokenDirConfig(dir string, getenv func(string) string) (*rest.Config, error
 type Clients struct {
 	batch  rest.Interface
 	core   rest.Interface
+	apps   rest.Interface
 	params runtime.ParameterCodec
 }
 
@@ -149,7 +151,16 @@ func New(cfg *rest.Config) (*Clients, error) {
 		return nil, fmt.Errorf("build core/v1 client: %w", err)
 	}
 
-	return &Clients{batch: batch, core: core, params: runtime.NewParameterCodec(scheme)}, nil
+	// apps/v1 only for patches whose answer is not decoded (Workloads): no types registered for it
+	appsCfg := rest.CopyConfig(base)
+	appsCfg.APIPath = "/apis"
+	appsCfg.GroupVersion = &schema.GroupVersion{Group: "apps", Version: "v1"}
+	apps, err := rest.RESTClientForConfigAndClient(appsCfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("build apps/v1 client: %w", err)
+	}
+
+	return &Clients{batch: batch, core: core, apps: apps, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
 // JobClient reads Jobs of one namespace.

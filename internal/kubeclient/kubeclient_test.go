@@ -381,3 +381,23 @@ func TestClientsReportAPIErrorsAsStatusErrors(t *testing.T) {
 		t.Fatalf("err = %v, want Unauthorized", err)
 	}
 }
+
+func TestWorkloadClientAnnotatesWithAMergePatchAsItsFieldManager(t *testing.T) {
+	var method, path, contentType, manager, body string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		method, path, contentType, manager, body = r.Method, r.URL.Path, r.Header.Get("Content-Type"), r.URL.Query().Get("fieldManager"), string(b)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"shop-app"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	err := clients(t, srv.URL).Workloads("shop").Annotate(context.Background(), "deployments", "shop-app", "premigrate.io/recorded-identities", "a b", "premigrate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"metadata":{"annotations":{"premigrate.io/recorded-identities":"a b"}}}`
+	if method != http.MethodPatch || path != "/apis/apps/v1/namespaces/shop/deployments/shop-app" ||
+		contentType != string(types.MergePatchType) || manager != "premigrate" || body != want {
+		t.Errorf("request = %s %s (%s, fieldManager %q) %s; want PATCH of the Deployment with %s", method, path, contentType, manager, body, want)
+	}
+}

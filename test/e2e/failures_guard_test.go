@@ -59,11 +59,14 @@ func appImage(ctx context.Context, t *testing.T, r *framework.Release) string {
 // and `kubectl set image` (another image under an identity migrated for the old one). The API server refuses
 // both, naming the identity, and changes nothing: the Deployment keeps its identity and image, no Job of the new
 // identity exists. What must pass passes: a restart, the upgrade with its hooks, a rollback. The
-// witness sees no app process before its migration. Helm 3 (client-side apply) and Helm 4 (server-side apply).
+// witness sees no app process before its migration. Then the guard off and on again, which froze the first
+// version's records (a ConfigMap parameter): the next upgrade with its hooks passes, --no-hooks is still refused,
+// and the migration's ServiceAccount, which annotates the Deployment for the guard, may change nothing else.
+// Helm 3 (client-side apply) and Helm 4 (server-side apply).
 func TestTheGuardRefusesUpdatesNoMigrationRanForAndLetsEveryOtherOneThrough(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, h := range []struct{ name, bin string }{{"helm3", env.Helm3}, {"helm4", env.Helm4}} {
-		t.Run(h.name, sharing(weightOne, 90*time.Second, func(t *testing.T) {
+		t.Run(h.name, sharing(weightOne, 150*time.Second, func(t *testing.T) {
 			res := scenario(t, guardScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := env.NewNamespace(t, "guard-"+h.name, restricted)
@@ -121,8 +124,48 @@ func TestTheGuardRefusesUpdatesNoMigrationRanForAndLetsEveryOtherOneThrough(t *t
 			if n := r.PsqlInt(fmt.Sprintf("select count(*) from demo_migrate_runs where identity = '%s'", v3)); n != 1 {
 				t.Errorf("identity %s migrated %d times, want once (the refused upgrade ran nothing)", v3, n)
 			}
+
+			// the guard off and on again: a policy that read the records as a ConfigMap parameter judged by a
+			// cache the API server stops updating once no binding names one (kubernetes/kubernetes#130887), and
+			// refused the next upgrade whose hook did record its identity
+			r.MustDeploy(guardValues("v2", false))
+			r.MustDeploy(guardValues("v2", true))
+			_, d = r.MustDeploy(guardValues("v4", true))
+			res.DurationsSec = append(res.DurationsSec, d.Seconds())
+			res.Upgrades++
+			v4 := r.AppIdentity(ctx)
+			recorded := guardRecorded(ctx, t, r)
+			if !strings.Contains(recorded, v4) || !strings.Contains(recorded, v3) {
+				t.Errorf("after the upgrade to v4 the Deployment lists the recorded identities %q, want %s and %s among them", recorded, v3, v4)
+			}
+			out, err = noHooksUpgrade(r, guardValues("v5", true))
+			if err == nil || !strings.Contains(out+err.Error(), "whose migration has not run") {
+				t.Fatalf("after the guard went off and on, helm upgrade --no-hooks to v5 was not refused (err %v):\n%s", err, out)
+			}
+			res.Numbers["refusedAfterOffAndOn"] = 1
+
+			// the migration's ServiceAccount may patch the Deployment (the guard's Role) but change nothing else
+			as := "--as=system:serviceaccount:" + ns + ":" + r.Fullname() + "-migrate"
+			out, err = env.Run.Run(t, env.Kubectl, "patch", "-n", ns, "deployment/"+r.Fullname(), as, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+			if err == nil || !strings.Contains(out+err.Error(), "may change only the annotation premigrate.io/recorded-identities") {
+				t.Fatalf("the migration's ServiceAccount scaled the Deployment (err %v):\n%s", err, out)
+			}
+			env.Run.Must(t, env.Kubectl, "patch", "-n", ns, "deployment/"+r.Fullname(), as, "--type=merge",
+				"-p", fmt.Sprintf(`{"metadata":{"annotations":{"premigrate.io/recorded-identities":%q}}}`, recorded))
+			res.Numbers["refusedMigrationScale"] = 1
+			r.AssertWitness(ctx, v4)
 		}))
 	}
+}
+
+// guardRecorded is the Deployment's annotation premigrate.io/recorded-identities: what the guard reads.
+func guardRecorded(ctx context.Context, t *testing.T, r *framework.Release) string {
+	t.Helper()
+	d, err := env.Client.AppsV1().Deployments(r.Namespace).Get(ctx, r.Fullname(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting the app Deployment: %v", err)
+	}
+	return d.Annotations["premigrate.io/recorded-identities"]
 }
 
 // TestWithoutTheGuardTheSameUpdatesGoThrough is the guard's negative control: the same two updates with

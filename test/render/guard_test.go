@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // guardName is the guard's cluster-scoped name for the test release: it carries the namespace.
@@ -31,11 +33,13 @@ func TestTheGuardIsOffByDefaultAndAddsNothingToThePods(t *testing.T) {
 	}
 }
 
-// TestTheGuardWatchesTheReleasesWorkloadsWithTheStoreAsItsParam: the policy and its binding carry the
-// release's namespace in their name, match UPDATEs of workloads whose annotations name this release, read the
-// store (the records, not the release's ConfigMap), and stay in the release's namespace; the Deployment says
-// which image its identity was migrated with and whether its migration Job runs beside it or before it.
-func TestTheGuardWatchesTheReleasesWorkloadsWithTheStoreAsItsParam(t *testing.T) {
+// TestTheGuardWatchesTheReleasesWorkloadsByWhatTheyCarry: the policy and its binding carry the release's
+// namespace in their name, match UPDATEs of workloads whose annotations name this release, read no parameter
+// (the API server's cache of ConfigMap parameters can freeze: kubernetes/kubernetes#130887) but the identities
+// the workload carried before the update, and stay in the release's namespace; the Deployment says which image
+// its identity was migrated with and whether its migration Job runs beside it or before it; the migration
+// annotates the Deployment (gate run --guard-workload) with a Role that may patch only it.
+func TestTheGuardWatchesTheReleasesWorkloadsByWhatTheyCarry(t *testing.T) {
 	cases := []struct {
 		name      string
 		values    string
@@ -64,33 +68,44 @@ func TestTheGuardWatchesTheReleasesWorkloadsWithTheStoreAsItsParam(t *testing.T)
 			p := mustFind[*admissionregistrationv1.ValidatingAdmissionPolicy](t, r, "ValidatingAdmissionPolicy", guardName)
 			require.NotNil(t, p.Spec.FailurePolicy)
 			assert.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
-			require.NotNil(t, p.Spec.ParamKind)
-			assert.Equal(t, "ConfigMap", p.Spec.ParamKind.Kind)
+			assert.Nil(t, p.Spec.ParamKind, "a parameter is read from a cache that can freeze")
+			assert.Contains(t, policyVariable(t, p, "recorded"), "oldObject.metadata.?annotations[?'premigrate.io/recorded-identities']",
+				"recorded means: on the workload before this update, where only the migration writes it")
 			require.Len(t, p.Spec.MatchConstraints.ResourceRules, 1)
 			rule := p.Spec.MatchConstraints.ResourceRules[0]
 			assert.Equal(t, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}, rule.Operations, "creates are never refused")
 			assert.ElementsMatch(t, []string{"deployments", "statefulsets", "daemonsets"}, rule.Resources)
 			require.Len(t, p.Spec.MatchConditions, 1)
 			assert.Contains(t, p.Spec.MatchConditions[0].Expression, "'"+fullname+"'", "matches only this release's workloads")
-			// the two rules (the guard's scenarios prove what they refuse on a cluster)
-			require.Len(t, p.Spec.Validations, 2)
+			// the three rules (the guard's scenarios prove what they refuse on a cluster)
+			require.Len(t, p.Spec.Validations, 3)
 			assert.Equal(t, "variables.identity == '' || variables.identity == variables.oldIdentity || variables.recorded || variables.beside",
 				p.Spec.Validations[0].Expression, "a new identity passes only when recorded or migrated beside the workload")
 			assert.True(t, strings.HasPrefix(p.Spec.Validations[1].Expression, "variables.identity != variables.oldIdentity || variables.migratedImage == '' || "),
 				"only an image change under the same identity is judged: %s", p.Spec.Validations[1].Expression)
 			assert.Contains(t, p.Spec.Validations[1].Expression, "c.image == variables.migratedImage", "a container that ran the migrated image keeps it")
+			assert.Contains(t, policyVariable(t, p, "fromMigration"), "'system:serviceaccount:"+namespace+":"+fullname+"-migrate'")
+			assert.True(t, strings.HasPrefix(p.Spec.Validations[2].Expression, "!variables.fromMigration || (object.spec == oldObject.spec && "),
+				"the migration may change the recorded identities only: %s", p.Spec.Validations[2].Expression)
 			for _, v := range p.Spec.Validations {
 				assert.Contains(t, v.MessageExpression, "premigrate: ")
 			}
 
+			job := r.job(t)
+			assert.Contains(t, strings.Join(job.Spec.Template.Spec.Containers[0].Command, " "), "--guard-workload deployment/"+fullname+" ",
+				"the migration annotates the Deployment once its identity is recorded")
+			role := mustFind[*rbacv1.Role](t, r, "Role", migrateRoleOf(job)+"-guard")
+			assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{fullname},
+				Verbs: []string{"patch"}}}, role.Rules, "patch on the release's Deployment, by name, and nothing else")
+			rb := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", role.Name)
+			assert.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name}, rb.RoleRef)
+			assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: job.Spec.Template.Spec.ServiceAccountName, Namespace: namespace}}, rb.Subjects)
+			assert.Equal(t, job.Annotations["helm.sh/hook"], role.Annotations["helm.sh/hook"], "the Role is there when the Job runs")
+
 			b := mustFind[*admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, r, "ValidatingAdmissionPolicyBinding", guardName)
 			assert.Equal(t, guardName, b.Spec.PolicyName)
 			assert.Equal(t, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}, b.Spec.ValidationActions)
-			require.NotNil(t, b.Spec.ParamRef)
-			assert.Equal(t, fullname+"-migration-records", b.Spec.ParamRef.Name, "the store, where the records live")
-			assert.Equal(t, namespace, b.Spec.ParamRef.Namespace)
-			require.NotNil(t, b.Spec.ParamRef.ParameterNotFoundAction)
-			assert.Equal(t, admissionregistrationv1.AllowAction, *b.Spec.ParamRef.ParameterNotFoundAction)
+			assert.Nil(t, b.Spec.ParamRef)
 			require.NotNil(t, b.Spec.MatchResources)
 			require.NotNil(t, b.Spec.MatchResources.NamespaceSelector)
 			assert.Equal(t, map[string]string{"kubernetes.io/metadata.name": namespace}, b.Spec.MatchResources.NamespaceSelector.MatchLabels,
@@ -112,4 +127,24 @@ func TestTheGuardNamesOfTwoReleasesNeverCollide(t *testing.T) {
 	require.Len(t, names, 2)
 	assert.False(t, slices.Contains(names[1:], names[0]), "both releases render %v", names)
 	assert.True(t, strings.HasPrefix(names[0], "premigrate."+namespace+"."), "the namespace is part of the name: %s", names[0])
+}
+
+// policyVariable is the expression of the policy's variable called name.
+func policyVariable(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, name string) string {
+	t.Helper()
+	for _, v := range p.Spec.Variables {
+		if v.Name == name {
+			return v.Expression
+		}
+	}
+	t.Fatalf("the policy has no variable %s", name)
+	return ""
+}
+
+// migrateRoleOf is the name of the migration's Role: the Job's name when the Job is plain, else <fullname>-migrate.
+func migrateRoleOf(job *batchv1.Job) string {
+	if job.Annotations["helm.sh/hook"] == "" {
+		return job.Name
+	}
+	return fullname + "-migrate"
 }

@@ -192,6 +192,9 @@ func TestTheLibraryChecksItsOwnValues(t *testing.T) {
 		{"migrations: {preInstallHook: \"yes\"}\n", "preInstallHook must be true or false, not string yes"},
 		{"migrations: {guard: {enabled: \"yes\"}}\n", "guard.enabled must be true or false, not string yes"},
 		{"migrations: {guard: true}\n", "guard must be a map ({enabled: true}), not bool true"},
+		{"migrations: {guard: {enabled: true, workloads: deployment/ledger}}\n", "guard.workloads must be a non-empty list of KIND/NAME"},
+		{"migrations: {guard: {enabled: true, workloads: []}}\n", "guard.workloads must be a non-empty list of KIND/NAME"},
+		{"migrations: {guard: {enabled: true, workloads: [cronjob/report]}}\n", "guard.workloads: cronjob/report is not KIND/NAME"},
 	}
 	for _, c := range cases {
 		t.Run(c.want, func(t *testing.T) {

@@ -13,6 +13,14 @@ annotations come from premigrate-lib.deploymentAnnotations) which would run code
 The gate does not rely on it: it holds the pods either way. The guard refuses early, with a message that names
 the identity and what to do, instead of pods that wait until gate.timeout (the first case) and, in the second,
 closes the one way around the gate. Each takes the same argument as premigrate-lib.migrationJob.
+
+The policy reads no parameter: what is recorded, it reads from the workload itself, as it was before the update
+(the annotation premigrate.io/recorded-identities, which `gate run --guard-workload` sets once its identity is
+recorded; the guard's Role lets the migration's ServiceAccount patch the workloads of guard.workloads, and the
+policy refuses any other change it would make). A ConfigMap parameter would be read from a cache of the API
+server that stops updating once no binding in the cluster names a ConfigMap parameter
+(kubernetes/kubernetes#130887): a guard turned off and on, or a release uninstalled and installed again, would
+then judge by records that no longer exist.
 */}}
 
 {{/*
@@ -31,6 +39,40 @@ closes the one way around the gate. Each takes the same argument as premigrate-l
 {{- if and $c.enabled $on -}}
 true
 {{- end -}}
+{{- end }}
+
+{{/*
+The workloads the guard watches, as a JSON list of KIND/NAME (guard.workloads; default: the Deployment named
+<fullname>). Fails on an entry that is not deployment|statefulset|daemonset/NAME.
+*/}}
+{{- define "premigrate-lib.guardWorkloads" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- $w := ((.values | default dict).guard | default dict).workloads -}}
+{{- if kindIs "invalid" $w -}}
+{{- $w = list (printf "deployment/%s" $c.fullname) -}}
+{{- end -}}
+{{- if or (not (kindIs "slice" $w)) (not $w) -}}
+{{- fail (printf "premigrate-lib: guard.workloads must be a non-empty list of KIND/NAME (KIND: deployment, statefulset or daemonset), not %s %v" (kindOf $w) $w) -}}
+{{- end -}}
+{{- range $w -}}
+{{- if not (and (kindIs "string" .) (regexMatch "^(deployment|statefulset|daemonset)/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" .)) -}}
+{{- fail (printf "premigrate-lib: guard.workloads: %v is not KIND/NAME with KIND one of deployment, statefulset, daemonset and NAME an object name" .) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $w -}}
+{{- end }}
+
+{{/*
+The arguments of `gate run` for the guard: one --guard-workload per watched workload. Nothing when it is off.
+*/}}
+{{- define "premigrate-lib.guardArgs" -}}
+{{- $args := list -}}
+{{- if include "premigrate-lib.guardEnabled" . -}}
+{{- range include "premigrate-lib.guardWorkloads" . | fromJsonArray -}}
+{{- $args = concat $args (list "--guard-workload" .) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $args -}}
 {{- end }}
 
 {{/*
@@ -66,9 +108,6 @@ metadata:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
 spec:
   failurePolicy: Fail
-  paramKind:
-    apiVersion: v1
-    kind: ConfigMap
   matchConstraints:
     resourceRules:
       - apiGroups: ["apps"]
@@ -84,18 +123,27 @@ spec:
     - name: oldIdentity
       expression: "oldObject.spec.template.metadata.?annotations[?'premigrate.io/identity'].orValue('')"
     - name: recorded
-      expression: "variables.identity in params.?data.orValue({})"
+      expression: "variables.identity in oldObject.metadata.?annotations[?'premigrate.io/recorded-identities'].orValue('').split(' ')"
     - name: beside
       expression: "object.metadata.?annotations[?'premigrate.io/migration-beside'].orValue('') == 'true'"
     - name: migratedImage
       expression: "oldObject.metadata.?annotations[?'premigrate.io/migrated-image'].orValue('')"
+    - name: fromMigration
+      expression: {{ printf "request.userInfo.username == 'system:serviceaccount:%s:%s'" $c.root.Release.Namespace $c.migrateName | quote }}
+    - name: annotations
+      expression: "object.metadata.?annotations.orValue({})"
+    - name: oldAnnotations
+      expression: "oldObject.metadata.?annotations.orValue({})"
   validations:
     - expression: "variables.identity == '' || variables.identity == variables.oldIdentity || variables.recorded || variables.beside"
       reason: Forbidden
-      messageExpression: {{ printf "'premigrate: ' + request.kind.kind + ' ' + object.metadata.name + ' would run the identity ' + variables.identity + ', whose migration has not run: the ConfigMap %s has no record of it, and its Job %s runs before the workload (helm upgrade --no-hooks, or a sync of the workload without its Job). Deploy it with its migration: helm upgrade with its hooks, or sync the Job too'" $c.storeName $c.migrateName | quote }}
+      messageExpression: {{ printf "'premigrate: ' + request.kind.kind + ' ' + object.metadata.name + ' would run the identity ' + variables.identity + ', whose migration has not run: its Job %s runs before the workload and did not record it (the annotation premigrate.io/recorded-identities, which the Job sets, lists ' + variables.oldAnnotations[?'premigrate.io/recorded-identities'].orValue('none') + '): helm upgrade --no-hooks, or a sync of the workload without its Job. Deploy it with its migration: helm upgrade with its hooks, or sync the Job too'" $c.migrateName | quote }}
     - expression: "variables.identity != variables.oldIdentity || variables.migratedImage == '' || object.spec.template.spec.containers.all(c, c.image == variables.migratedImage || !oldObject.spec.template.spec.containers.exists(o, o.name == c.name && o.image == variables.migratedImage))"
       reason: Forbidden
       messageExpression: "'premigrate: ' + request.kind.kind + ' ' + object.metadata.name + ' changes the image ' + variables.migratedImage + ' under the identity ' + variables.identity + ', which was migrated for that image: the new image would start with no migration. Change the image through the chart (helm upgrade, a Git commit), which runs its migration first'"
+    - expression: "!variables.fromMigration || (object.spec == oldObject.spec && object.metadata.?labels.orValue({}) == oldObject.metadata.?labels.orValue({}) && variables.annotations.all(k, k == 'premigrate.io/recorded-identities' || (k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.annotations[k])) && variables.oldAnnotations.all(k, k == 'premigrate.io/recorded-identities' || k in variables.annotations))"
+      reason: Forbidden
+      messageExpression: {{ printf "'premigrate: the migration (ServiceAccount %s) may change only the annotation premigrate.io/recorded-identities of ' + request.kind.kind + ' ' + object.metadata.name" $c.migrateName | quote }}
 {{- end -}}
 {{- end }}
 
@@ -111,14 +159,76 @@ metadata:
 spec:
   policyName: {{ include "premigrate-lib.guardName" . }}
   validationActions: [Deny]
-  paramRef:
-    name: {{ $c.storeName }}
-    namespace: {{ $c.root.Release.Namespace }}
-    {{- /* no store yet: no migration ever recorded here, nothing to hold an update to */}}
-    parameterNotFoundAction: Allow
   matchResources:
     namespaceSelector:
       matchLabels:
         kubernetes.io/metadata.name: {{ $c.root.Release.Namespace }}
+{{- end -}}
+{{- end }}
+
+{{/*
+The guard's Role: patch the watched workloads (guard.workloads), by name, so that `gate run` can set their
+annotation premigrate.io/recorded-identities; the policy refuses any other change the migration would make.
+Beside the migration's own Role, as a hook or an early wave like it.
+*/}}
+{{- define "premigrate-lib.guardRole" -}}
+{{- if include "premigrate-lib.guardEnabled" . -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- $byResource := dict -}}
+{{- range include "premigrate-lib.guardWorkloads" . | fromJsonArray -}}
+{{- $kind := regexReplaceAll "/.*$" . "" -}}{{- $name := regexReplaceAll "^[^/]*/" . "" -}}
+{{- $_ := set $byResource (printf "%ss" $kind) (append (get $byResource (printf "%ss" $kind) | default list) $name | uniq) -}}
+{{- end -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ printf "%s-guard" $c.migrateRoleName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- with include "premigrate-lib.hookOwner" $c }}
+  {{- . | nindent 2 }}
+  {{- end }}
+  {{- with include "premigrate-lib.supportAnnotations" $c }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+rules:
+  {{- range $resource, $names := $byResource }}
+  - apiGroups:
+      - apps
+    resources:
+      - {{ $resource }}
+    resourceNames:
+      {{- toYaml $names | nindent 6 }}
+    verbs:
+      - patch
+  {{- end }}
+{{- end -}}
+{{- end }}
+
+{{- define "premigrate-lib.guardRoleBinding" -}}
+{{- if include "premigrate-lib.guardEnabled" . -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ printf "%s-guard" $c.migrateRoleName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
+  {{- with include "premigrate-lib.hookOwner" $c }}
+  {{- . | nindent 2 }}
+  {{- end }}
+  {{- with include "premigrate-lib.supportAnnotations" $c }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ printf "%s-guard" $c.migrateRoleName }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $c.migrateName }}
+    namespace: {{ $c.root.Release.Namespace }}
 {{- end -}}
 {{- end }}

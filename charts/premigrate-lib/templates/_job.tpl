@@ -157,6 +157,9 @@ spec:
             {{- range include "premigrate-lib.databaseArgs" $c | fromJsonArray }}
             - {{ . | quote }}
             {{- end }}
+            {{- range include "premigrate-lib.guardArgs" . | fromJsonArray }}
+            - {{ . | quote }}
+            {{- end }}
             {{- with $c.check }}
             - --check
             - {{ toJson . | quote }}

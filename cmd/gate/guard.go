@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/record"
+)
+
+// RecordedAnnotation is the workload annotation that `gate run --guard-workload` writes once its identity is
+// recorded: the identities the records hold, sorted, separated by spaces. The guard at the API server (the
+// chart's ValidatingAdmissionPolicy) lets an update of the workload to a new identity through only when the
+// workload carried that identity here before the update: it reads no ConfigMap, so it never depends on the API
+// server's cache of policy parameters.
+const RecordedAnnotation = "premigrate.io/recorded-identities"
+
+// workloadResources are the kinds --guard-workload takes, and their resources.
+var workloadResources = map[string]string{"deployment": "deployments", "statefulset": "statefulsets", "daemonset": "daemonsets"}
+
+// workloadAnnotator sets one annotation on an apps/v1 workload.
+type workloadAnnotator interface {
+	Annotate(ctx context.Context, resource, name, key, value, fieldManager string) error
+}
+
+// guardOptions are the flags `gate run` takes for the guard.
+type guardOptions struct {
+	workloads []string // KIND/NAME
+}
+
+func (o *guardOptions) register(fs *flag.FlagSet) {
+	fs.Func("guard-workload",
+		"KIND/NAME of a workload the guard at the API server watches (deployment, statefulset or daemonset; repeatable): once the "+
+			"identity is recorded, set its annotation "+RecordedAnnotation+" to the identities the records hold, so that the guard lets "+
+			"the workload's update to this identity through; needs patch on it. A workload that does not exist yet (a first install) is left",
+		func(v string) error {
+			kind, name, ok := strings.Cut(v, "/")
+			if _, known := workloadResources[kind]; !ok || !known || name == "" {
+				return fmt.Errorf("%q is not KIND/NAME with KIND one of deployment, statefulset, daemonset", v)
+			}
+			o.workloads = append(o.workloads, v)
+			return nil
+		})
+}
+
+// runGuard annotates the --guard-workload workloads with the identities the records hold, after `gate run`
+// exited 0 (its identity is recorded on this database). An API error, a refusal included (a Role created with
+// the Job may not be in force yet), is retried for --wait-for-configmap; one that lasts fails the run: the
+// workload's update would be refused by the guard, after the release's other objects changed.
+func runGuard(ctx context.Context, o *runOptions, g *guardOptions, e *env) error {
+	if len(g.workloads) == 0 {
+		return nil
+	}
+	r, err := o.prepare(e)
+	if err != nil {
+		return err
+	}
+	log := e.logger()
+	logf := cli.Logf(log)
+	deadline := time.Now().Add(r.o.waitCM)
+	for _, w := range g.workloads {
+		kind, name, _ := strings.Cut(w, "/")
+		for delay := 500 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+			var ids []string
+			ids, err = r.recordedIdentities(ctx)
+			if err == nil {
+				err = r.clients.workloads(r.ns).Annotate(ctx, workloadResources[kind], name, RecordedAnnotation, strings.Join(ids, " "), record.FieldManager)
+			}
+			if err == nil {
+				logf("%s %s/%s: annotation %s lists the %d recorded identities, so the guard lets its update to %s through",
+					kind, r.ns, name, RecordedAnnotation, len(ids), r.o.identity)
+				break
+			}
+			if apierrors.IsNotFound(err) {
+				logf("%s %s/%s does not exist yet (a first install): nothing for the guard to annotate", kind, r.ns, name)
+				err = nil
+				break
+			}
+			if ctx.Err() == nil && time.Now().Before(deadline) {
+				logf("annotating %s %s/%s for the guard (retrying in %s): %v", kind, r.ns, name, delay, err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(delay):
+				}
+				continue
+			}
+			err = fmt.Errorf("migration %s is recorded, but %s %s/%s could not be annotated for the guard at the API server, which will refuse "+
+				"its update to this identity (the chart's guard Role grants patch on the workloads of guard.workloads: is it one of them?): %w",
+				r.o.identity, kind, r.ns, name, err)
+			log.Error(err.Error())
+			if ctx.Err() != nil {
+				return cli.Exit(exitInterrupted, err)
+			}
+			return cli.Exit(exitFailed, err)
+		}
+	}
+	return nil
+}
+
+// recordedIdentities lists the identities the records hold (the store when set, else the release's records),
+// sorted; the current one is always among them.
+func (r *recorder) recordedIdentities(ctx context.Context) ([]string, error) {
+	data := map[string]string{}
+	for _, name := range []string{r.o.store, r.o.records} {
+		if name == "" {
+			continue
+		}
+		cm, err := r.clients.configMaps(r.ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get ConfigMap %s: %w", name, err)
+		}
+		data = dataOf(cm)
+		break
+	}
+	ids := []string{r.o.identity}
+	for k := range data {
+		if k != record.PrunedKey && k != r.o.identity {
+			ids = append(ids, k)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+func dataOf(cm *corev1.ConfigMap) map[string]string {
+	if cm.Data == nil {
+		return map[string]string{}
+	}
+	return cm.Data
+}
