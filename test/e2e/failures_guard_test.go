@@ -129,6 +129,12 @@ func TestTheGuardRefusesUpdatesNoMigrationRanForAndLetsEveryOtherOneThrough(t *t
 			// cache the API server stops updating once no binding names one (kubernetes/kubernetes#130887), and
 			// refused the next upgrade whose hook did record its identity
 			r.MustDeploy(guardValues("v2", false))
+			// Helm never deletes a hook it stops rendering: the guard's Role must not leave the migration its right
+			// to patch the Deployment, which no policy holds to the annotation now
+			as := "--as=system:serviceaccount:" + ns + ":" + r.Fullname() + "-migrate"
+			if out, _ := env.Run.Run(t, env.Kubectl, "auth", "can-i", "patch", "deployments/"+r.Fullname(), "-n", ns, as); strings.TrimSpace(out) != "no" {
+				t.Errorf("with the guard off, the migration's ServiceAccount may still patch the Deployment (kubectl auth can-i: %q)", out)
+			}
 			r.MustDeploy(guardValues("v2", true))
 			_, d = r.MustDeploy(guardValues("v4", true))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
@@ -145,7 +151,6 @@ func TestTheGuardRefusesUpdatesNoMigrationRanForAndLetsEveryOtherOneThrough(t *t
 			res.Numbers["refusedAfterOffAndOn"] = 1
 
 			// the migration's ServiceAccount may patch the Deployment (the guard's Role) but change nothing else
-			as := "--as=system:serviceaccount:" + ns + ":" + r.Fullname() + "-migrate"
 			out, err = env.Run.Run(t, env.Kubectl, "patch", "-n", ns, "deployment/"+r.Fullname(), as, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
 			if err == nil || !strings.Contains(out+err.Error(), "may change only the annotation premigrate.io/recorded-identities") {
 				t.Fatalf("the migration's ServiceAccount scaled the Deployment (err %v):\n%s", err, out)

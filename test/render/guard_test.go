@@ -10,6 +10,8 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // guardName is the guard's cluster-scoped name for the test release: it carries the namespace.
@@ -147,4 +149,26 @@ func migrateRoleOf(job *batchv1.Job) string {
 		return job.Name
 	}
 	return fullname + "-migrate"
+}
+
+// TestTheGuardTurnedOffTakesTheMigrationsRightToPatchTheDeployment: Helm never deletes a hook it no longer
+// renders, so the guard's Role (a hook in hook mode) would outlive the guard, and with it the migration's right
+// to patch the Deployment, no longer held to its annotation by the policy. A hook-mode upgrade with the guard off
+// that finds the Role replaces it with one that grants nothing; one that finds none renders none.
+func TestTheGuardTurnedOffTakesTheMigrationsRightToPatchTheDeployment(t *testing.T) {
+	const values = "postgresql: {auth: {password: pw}}\nmigration: {guard: {enabled: false}}\n"
+	left := &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: fullname + "-migrate-guard", Namespace: namespace},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{fullname}, Verbs: []string{"patch"}}},
+	}
+	r := render(t, renderOptions{values: values, upgrade: true, existing: []runtime.Object{left}})
+	role := mustFind[*rbacv1.Role](t, r, "Role", left.Name)
+	assert.Empty(t, role.Rules, "the guard is off: its Role must grant nothing")
+	assert.Equal(t, r.job(t).Annotations["helm.sh/hook"], role.Annotations["helm.sh/hook"], "a hook, so that it replaces the one left")
+	assert.Empty(t, r.ofKind("ValidatingAdmissionPolicy"))
+
+	none := render(t, renderOptions{values: values, upgrade: true})
+	_, found := none.find("Role", left.Name)
+	assert.False(t, found, "no guard Role was ever created: none to replace")
 }

@@ -169,20 +169,27 @@ spec:
 {{/*
 The guard's Role: patch the watched workloads (guard.workloads), by name, so that `gate run` can set their
 annotation premigrate.io/recorded-identities; the policy refuses any other change the migration would make.
-Beside the migration's own Role, as a hook or an early wave like it.
+Beside the migration's own Role, as a hook or an early wave like it. Helm never deletes a hook it no longer
+renders: with the guard turned off, a hook-mode upgrade that finds the Role replaces it with one that grants
+nothing (the policy that held the migration to its annotation is gone with the guard).
 */}}
 {{- define "premigrate-lib.guardRole" -}}
-{{- if include "premigrate-lib.guardEnabled" . -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- $on := include "premigrate-lib.guardEnabled" . -}}
+{{- $name := printf "%s-guard" $c.migrateRoleName -}}
+{{- $left := and (not $on) $c.enabled (eq $c.jobKind "hook") (lookup "rbac.authorization.k8s.io/v1" "Role" $c.root.Release.Namespace $name) -}}
+{{- if or $on $left -}}
 {{- $byResource := dict -}}
+{{- if $on -}}
 {{- range include "premigrate-lib.guardWorkloads" . | fromJsonArray -}}
-{{- $kind := regexReplaceAll "/.*$" . "" -}}{{- $name := regexReplaceAll "^[^/]*/" . "" -}}
-{{- $_ := set $byResource (printf "%ss" $kind) (append (get $byResource (printf "%ss" $kind) | default list) $name | uniq) -}}
+{{- $kind := regexReplaceAll "/.*$" . "" -}}{{- $wname := regexReplaceAll "^[^/]*/" . "" -}}
+{{- $_ := set $byResource (printf "%ss" $kind) (append (get $byResource (printf "%ss" $kind) | default list) $wname | uniq) -}}
+{{- end -}}
 {{- end -}}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
-  name: {{ printf "%s-guard" $c.migrateRoleName }}
+  name: {{ $name }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "migration") | nindent 4 }}
   {{- with include "premigrate-lib.hookOwner" $c }}
@@ -192,6 +199,7 @@ metadata:
   annotations:
     {{- . | nindent 4 }}
   {{- end }}
+{{- if $on }}
 rules:
   {{- range $resource, $names := $byResource }}
   - apiGroups:
@@ -203,6 +211,9 @@ rules:
     verbs:
       - patch
   {{- end }}
+{{- else }}
+rules: []
+{{- end }}
 {{- end -}}
 {{- end }}
 
