@@ -10,6 +10,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/premigrate/premigrate/test/framework"
 )
@@ -151,16 +154,31 @@ func TestTheGuardRefusesUpdatesNoMigrationRanForAndLetsEveryOtherOneThrough(t *t
 			res.Numbers["refusedAfterOffAndOn"] = 1
 
 			// the migration's ServiceAccount may patch the Deployment (the guard's Role) but change nothing else
-			out, err = env.Run.Run(t, env.Kubectl, "patch", "-n", ns, "deployment/"+r.Fullname(), as, "--type=merge", "-p", `{"spec":{"replicas":3}}`)
-			if err == nil || !strings.Contains(out+err.Error(), "may change only the annotation premigrate.io/recorded-identities") {
-				t.Fatalf("the migration's ServiceAccount scaled the Deployment (err %v):\n%s", err, out)
+			asMigration := migrationClient(t, ns, r.Fullname()+"-migrate")
+			_, err = asMigration.AppsV1().Deployments(ns).Patch(ctx, r.Fullname(), types.MergePatchType, []byte(`{"spec":{"replicas":3}}`), metav1.PatchOptions{})
+			if err == nil || !strings.Contains(err.Error(), "may change only the annotation premigrate.io/recorded-identities") {
+				t.Fatalf("the migration's ServiceAccount scaled the Deployment (err %v)", err)
 			}
-			env.Run.Must(t, env.Kubectl, "patch", "-n", ns, "deployment/"+r.Fullname(), as, "--type=merge",
-				"-p", fmt.Sprintf(`{"metadata":{"annotations":{"premigrate.io/recorded-identities":%q}}}`, recorded))
+			annotate := fmt.Sprintf(`{"metadata":{"annotations":{"premigrate.io/recorded-identities":%q}}}`, recorded)
+			if _, err := asMigration.AppsV1().Deployments(ns).Patch(ctx, r.Fullname(), types.MergePatchType, []byte(annotate), metav1.PatchOptions{}); err != nil {
+				t.Fatalf("the migration's ServiceAccount could not annotate the Deployment as gate run does: %v", err)
+			}
 			res.Numbers["refusedMigrationScale"] = 1
 			r.AssertWitness(ctx, v4)
 		}))
 	}
+}
+
+// migrationClient is a client that acts as the ServiceAccount sa of namespace ns.
+func migrationClient(t *testing.T, ns, sa string) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(env.RestConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + sa}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("a client as %s: %v", sa, err)
+	}
+	return c
 }
 
 // guardRecorded is the Deployment's annotation premigrate.io/recorded-identities: what the guard reads.
