@@ -26,6 +26,7 @@ import (
 	"github.com/premigrate/premigrate/internal/gate"
 	"github.com/premigrate/premigrate/internal/kubeclient"
 	"github.com/premigrate/premigrate/internal/record"
+	"github.com/premigrate/premigrate/internal/ungate"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -113,6 +114,8 @@ type apiClients struct {
 	pods       func(namespace string) podGetter
 	claims     func(namespace string) claimGetter
 	workloads  func(namespace string) workloadAnnotator
+	heldPods   func(namespace string) ungate.Pods
+	events     func(namespace string) ungate.Events
 }
 
 // podGetter and claimGetter read the object that holds the database's data.
@@ -140,6 +143,8 @@ func newAPIClients(k8s k8sFlags, getenv func(string) string) (*apiClients, error
 		pods:       func(ns string) podGetter { return c.Pods(ns) },
 		claims:     func(ns string) claimGetter { return c.PersistentVolumeClaims(ns) },
 		workloads:  func(ns string) workloadAnnotator { return c.Workloads(ns) },
+		heldPods:   func(ns string) ungate.Pods { return c.Pods(ns) },
+		events:     func(ns string) ungate.Events { return c.Events(ns) },
 	}, nil
 }
 
@@ -182,6 +187,11 @@ func commands() []command {
 				}
 				return runGuard(ctx, o, g, e)
 			}
+		}},
+		{name: "ungate", summary: "release the app pods held by premigrate's scheduling gate once their migration succeeded (gate.waitIn schedulingGate)", bind: func(fs *flag.FlagSet) action {
+			o := &ungateOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, _ []string) error { return runUngate(ctx, o, e) }
 		}},
 		{name: "copy", summary: "copy this executable to --to (hands the gate to the migration container)", bind: func(fs *flag.FlagSet) action {
 			o := &copyOptions{}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/ungate"
 )
 
 const identity = "abc123def0"
@@ -61,6 +62,8 @@ func newHarness(objects ...runtime.Object) *harness {
 				pods:       func(ns string) podGetter { return h.cs.CoreV1().Pods(ns) },
 				claims:     func(ns string) claimGetter { return h.cs.CoreV1().PersistentVolumeClaims(ns) },
 				workloads:  func(ns string) workloadAnnotator { return fakeWorkloads{cs: h.cs, ns: ns} },
+				heldPods:   func(ns string) ungate.Pods { return h.cs.CoreV1().Pods(ns) },
+				events:     func(ns string) ungate.Events { return h.cs.CoreV1().Events(ns) },
 			}, nil
 		},
 		now: time.Now,

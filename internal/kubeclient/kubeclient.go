@@ -172,6 +172,18 @@ type ConfigMapClient = Resource[*corev1.ConfigMap, *corev1.ConfigMapList]
 // PodClient reads Pods of one namespace.
 type PodClient = Resource[*corev1.Pod, *corev1.PodList]
 
+// EventClient creates Events of one namespace.
+type EventClient = Resource[*corev1.Event, *corev1.EventList]
+
+// Events returns an Event client for namespace.
+func (c *Clients) Events(namespace string) *EventClient {
+	return &EventClient{
+		client: c.core, params: c.params, namespace: namespace, resource: "events",
+		newObject: func() *corev1.Event { return &corev1.Event{} },
+		newList:   func() *corev1.EventList { return &corev1.EventList{} },
+	}
+}
+
 // PersistentVolumeClaimClient reads PersistentVolumeClaims of one namespace.
 type PersistentVolumeClaimClient = Resource[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList]
 

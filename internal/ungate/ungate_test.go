@@ -44,7 +44,9 @@ type waits struct {
 	outcomes map[string]chan gate.Result
 }
 
-func newWaits() *waits { return &waits{calls: map[string]int{}, outcomes: map[string]chan gate.Result{}} }
+func newWaits() *waits {
+	return &waits{calls: map[string]int{}, outcomes: map[string]chan gate.Result{}}
+}
 
 func (w *waits) ch(identity string) chan gate.Result {
 	w.mu.Lock()
@@ -93,7 +95,8 @@ func start(t *testing.T, cs *fake.Clientset, w *waits) {
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case err := <-done:
+			assert.ErrorIs(t, err, context.Canceled)
 		case <-time.After(5 * time.Second):
 			t.Error("Run did not return after its context was cancelled")
 		}
