@@ -169,6 +169,8 @@ after its hooks and fails on one that already exists. The store keeps the record
 a later deploy can still read itself; beside a hook, the hook's name */ -}}
 {{- $_ = set $c "migrateRoleName" (ternary $c.jobName $c.migrateName (eq $kind "plain")) -}}
 {{- $_ = set $c "gateEnabled" (and $c.enabled (eq $gate.mode "watch")) -}}
+{{- /* the pods wait in the scheduler's queue, released by <fullname>-gate (_ungate.tpl) */ -}}
+{{- $_ = set $c "heldByScheduler" (and $c.gateEnabled (eq $gate.waitIn "schedulingGate")) -}}
 {{- end }}
 
 {{/*
@@ -261,13 +263,13 @@ Checks of the values. Argument: the resolved configuration.
 {{- if not (has .gate.delivery (list "initContainer" "imageVolume")) -}}
 {{- fail (printf "premigrate-lib: gate.delivery %q is not one of initContainer, imageVolume, auto" .gate.delivery) -}}
 {{- end -}}
-{{- if not (has .gate.waitIn (list "initContainer" "app")) -}}
-{{- fail (printf "premigrate-lib: gate.waitIn %q is not one of initContainer, app" .gate.waitIn) -}}
+{{- if not (has .gate.waitIn (list "initContainer" "app" "schedulingGate")) -}}
+{{- fail (printf "premigrate-lib: gate.waitIn %q is not one of initContainer, app, schedulingGate" .gate.waitIn) -}}
 {{- end -}}
 {{- if and .enabled (not .command) -}}
 {{- fail "premigrate-lib: command must name the migration's executable, e.g. [/app/migrate]: the gate runs it and records its success, so the image's entrypoint cannot be implied" -}}
 {{- end -}}
-{{- if and .enabled (eq .gate.mode "watch") (has .gate.serviceAccountName (list "" "default")) -}}
+{{- if and .enabled (eq .gate.mode "watch") (ne .gate.waitIn "schedulingGate") (has .gate.serviceAccountName (list "" "default")) -}}
 {{- fail "premigrate-lib: gate.serviceAccountName must name the app pods' own ServiceAccount (not empty, not default): the gate reads the migration Job and records with its token, and the chart will not grant the namespace's default ServiceAccount, which every other pod uses, that access" -}}
 {{- end -}}
 {{- if not (kindIs "slice" .gate.extraServiceAccountNames) -}}

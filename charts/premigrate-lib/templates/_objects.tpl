@@ -165,8 +165,11 @@ subjects:
 
 {{/*
 The gate's Role, bound to the ServiceAccounts of every gated workload (gate.serviceAccountName and
-gate.extraServiceAccountNames): get, list and watch the migration Job and the records ConfigMap, by name; get the object that
-holds the database's data (database.object), by name.
+gate.extraServiceAccountNames), or with gate.waitIn schedulingGate to <fullname>-gate's alone: get, list and
+watch the migration Job and the records ConfigMap, by name; get the object that holds the database's data
+(database.object), by name. With gate.waitIn schedulingGate also list, watch and patch pods (their scheduling
+gate; premigrate-lib.ungatePolicy holds the patches to that) and create Events (a failed migration, on the pods
+it holds).
 */}}
 {{- define "premigrate-lib.gateRole" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
@@ -215,6 +218,22 @@ rules:
     verbs:
       - get
   {{- end }}
+  {{- if $c.heldByScheduler }}
+  - apiGroups:
+      - ""
+    resources:
+      - pods
+    verbs:
+      - list
+      - watch
+      - patch
+  - apiGroups:
+      - ""
+    resources:
+      - events
+    verbs:
+      - create
+  {{- end }}
 {{- end }}
 {{- end }}
 
@@ -236,7 +255,7 @@ roleRef:
   kind: Role
   name: {{ $c.gateName }}
 subjects:
-  {{- range $sa := prepend $c.gate.extraServiceAccountNames $c.gate.serviceAccountName | uniq }}
+  {{- range $sa := ternary (list $c.gateName) (prepend $c.gate.extraServiceAccountNames $c.gate.serviceAccountName | uniq) $c.heldByScheduler }}
   - kind: ServiceAccount
     name: {{ $sa }}
     namespace: {{ $c.root.Release.Namespace }}
@@ -249,7 +268,7 @@ Every object above, as documents separated by `---`: one include for a chart tha
 per template.
 */}}
 {{- define "premigrate-lib.all" -}}
-{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "migrationJob" }}
+{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "ungateServiceAccount" "ungateDeployment" "ungatePolicy" "ungatePolicyBinding" "migrationJob" }}
 {{- with include (printf "premigrate-lib.%s" $t) $ }}
 ---
 {{ . }}

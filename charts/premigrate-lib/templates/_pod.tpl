@@ -3,7 +3,10 @@ What the app's pod template takes from the library. Each takes the same argument
 premigrate-lib.migrationJob and renders nothing when the migration (or the gate) is off, so a chart can
 include them unconditionally:
 
-  metadata.annotations   premigrate-lib.podAnnotations     the identity the pod waits for
+  metadata.annotations   premigrate-lib.podAnnotations     the identity the pod waits for (and, with gate.waitIn
+                                                           schedulingGate, its Job's name)
+  metadata.labels        premigrate-lib.podLabels          gate.waitIn schedulingGate only (_ungate.tpl)
+  spec.schedulingGates   premigrate-lib.schedulingGates    gate.waitIn schedulingGate only (_ungate.tpl)
   initContainers         premigrate-lib.gateInitContainer  wait-for-migration, first of the list (with
                                                            gate.waitIn app: install-gate, or nothing)
   containers[].env       premigrate-lib.identityEnv        PREMIGRATE_IDENTITY, for the app's own checks
@@ -26,6 +29,9 @@ With gate.waitIn app the app container itself waits: its command and volume moun
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
 {{- if $c.enabled -}}
 premigrate.io/identity: {{ $c.identity | quote }}
+{{- end -}}
+{{- if $c.heldByScheduler }}
+premigrate.io/migration-job: {{ $c.jobName | quote }}
 {{- end -}}
 {{- end }}
 
@@ -109,7 +115,7 @@ premigrate-lib.gateVolume (the app's containers get none). A list item.
     {{- toYaml . | nindent 4 }}
   {{- end }}
 {{- end -}}
-{{- else if $c.gateEnabled -}}
+{{- else if and $c.gateEnabled (not $c.heldByScheduler) -}}
 - name: wait-for-migration
   image: {{ $c.gate.image }}
   imagePullPolicy: {{ $c.gate.pullPolicy }}
@@ -161,7 +167,7 @@ The gate's API token, CA and namespace as a projected volume; with gate.waitIn a
 */}}
 {{- define "premigrate-lib.gateVolume" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- if $c.gateEnabled -}}
+{{- if and $c.gateEnabled (not $c.heldByScheduler) -}}
 {{- if eq $c.gate.waitIn "app" -}}
 - name: premigrate-gate
   {{- if eq $c.gate.delivery "imageVolume" }}

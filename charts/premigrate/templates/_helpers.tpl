@@ -370,10 +370,11 @@ liveness probe does not restart a container that is still waiting. Empty for non
 {{- end }}
 
 {{/*
-True (non-empty) when the gate watches the Job and needs the API (and so a ServiceAccount token).
+True (non-empty) when the app pods' gate watches the Job and needs the API (and so a ServiceAccount token):
+not with gate.waitIn schedulingGate, where <fullname>-gate releases the pods with its own ServiceAccount.
 */}}
 {{- define "premigrate.gateNeedsAPI" -}}
-{{- if and (include "premigrate.migrationEnabled" .) (eq .Values.gate.mode "watch") -}}
+{{- if and (include "premigrate.migrationEnabled" .) (eq .Values.gate.mode "watch") (ne .Values.gate.waitIn "schedulingGate") -}}
 true
 {{- end -}}
 {{- end }}
