@@ -179,7 +179,20 @@ func TestAFailedMigrationLeavesThePodsHeldByTheSchedulingGatePendingWithAnEventN
 		}
 		return true, nil
 	})
-	r.AssertHeld(ctx, id, 15*time.Second)
+	// 15 s more: no pod of the identity starts a container (the API server) or the app (the witness's table,
+	// which the failed migration may not have created)
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		for _, p := range r.AppPods(ctx, id) {
+			if _, started := framework.AppStart(p); started {
+				t.Fatalf("pod %s started its app container although its migration failed", p.Name)
+			}
+		}
+	}
+	if r.PsqlInt("select count(*) from pg_tables where tablename = 'demo_pod_starts'") > 0 {
+		if n := r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", id)); n != 0 {
+			t.Errorf("the app recorded %d starts of identity %s, whose migration failed", n, id)
+		}
+	}
 	for _, p := range r.AppPods(ctx, id) {
 		if _, ok := scheduledAt(p); ok || len(p.Status.ContainerStatuses) != 0 || p.Status.Phase != corev1.PodPending {
 			t.Errorf("pod %s: phase %s, scheduled %v, %d container statuses; want Pending, unscheduled, none",
