@@ -21,9 +21,9 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	reinstallScenarios       = scenarios.DeclareEach(framework.EveryPath, "reinstall", "helm3", "helm4")
-	enableLaterScenarios     = scenarios.DeclareEach(framework.EveryPath, "enable-later", "helm3", "helm4")
-	jobModeRollbackScenarios = scenarios.DeclareEach(framework.EveryPath, "job-mode-rollback", "helm3", "helm4")
+	reinstallScenarios       = scenarios.DeclareEach(framework.EveryPath, "reinstall", lifecycleVariantNames()...)
+	enableLaterScenarios     = scenarios.DeclareEach(framework.EveryPath, "enable-later", lifecycleVariantNames()...)
+	jobModeRollbackScenarios = scenarios.DeclareEach(framework.EveryPath, "job-mode-rollback", lifecycleVariantNames()...)
 	gitopsRevertTTLScenario  = scenarios.Declare(framework.EveryPath, "gitops-revert-ttl")
 )
 
@@ -31,6 +31,40 @@ var (
 func helmCLIs() []struct{ name, bin string } {
 	return []struct{ name, bin string }{{"helm3", env.Helm3}, {"helm4", env.Helm4}}
 }
+
+// lifecycleVariant is one entry of the lifecycle scenarios' matrix: a Helm CLI, and what every step of the
+// scenario adds to framework.BaseValues() (where the app pods wait).
+type lifecycleVariant struct {
+	name, bin string
+	values    map[string]any
+}
+
+// base is framework.BaseValues() with the variant's values.
+func (v lifecycleVariant) base() map[string]any {
+	return framework.Merge(framework.BaseValues(), v.values)
+}
+
+// start is what every scenario of the matrix does first: with the scheduling gate, remove the release's
+// cluster-scoped policy when the test ends (deleting its namespace does not).
+func (v lifecycleVariant) start(t *testing.T, r *framework.Release) {
+	t.Helper()
+	if v.values != nil {
+		removeUngateObjects(t, r)
+	}
+}
+
+// lifecycleVariants are Helm 3 and Helm 4 with the defaults (the wait-for-migration init container) and
+// Helm 4 with the pods held by the scheduling gate (gate.waitIn schedulingGate).
+func lifecycleVariants() []lifecycleVariant {
+	return []lifecycleVariant{
+		{name: "helm3", bin: env.Helm3},
+		{name: "helm4", bin: env.Helm4},
+		{name: "helm4-scheduling-gate", bin: env.Helm4, values: map[string]any{"gate": map[string]any{"waitIn": "schedulingGate"}}},
+	}
+}
+
+// lifecycleVariantNames names the matrix's entries (before env is set up: the scenarios are declared first).
+func lifecycleVariantNames() []string { return []string{"helm3", "helm4", "helm4-scheduling-gate"} }
 
 // uninstall runs `helm uninstall --wait`.
 func uninstall(r *framework.Release) {
@@ -222,14 +256,15 @@ func releaseJob(ctx context.Context, r *framework.Release, name string) *batchv1
 // its new database, never for what the earlier install left behind.
 func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
-	for _, h := range helmCLIs() {
+	for _, h := range lifecycleVariants() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 120*time.Second)
 			res := scenario(t, reinstallScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := env.NewNamespace(t, "reinst-"+h.name, restricted)
 			r := env.NewRelease(t, ns, "app", h.bin)
-			values := framework.Merge(framework.BaseValues(), map[string]any{
+			h.start(t, r)
+			values := framework.Merge(h.base(), map[string]any{
 				"image":      map[string]any{"tag": "v2"},
 				"postgresql": map[string]any{"persistence": map[string]any{"enabled": false}},
 				// slow migrations: a gate that trusted old evidence would let the pods start long before them
@@ -268,21 +303,22 @@ func TestAReinstallLeavesNothingOfTheOldReleaseAndWaitsForItsOwnMigration(t *tes
 // both end in a working upgrade; the ConfigMap the gate creates is adopted by Helm and goes with the release.
 func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgrade(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
-	for _, h := range helmCLIs() {
+	for _, h := range lifecycleVariants() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 90*time.Second)
 			res := scenario(t, enableLaterScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := env.NewNamespace(t, "later-"+h.name, restricted)
 			r := env.NewRelease(t, ns, "app", h.bin)
+			h.start(t, r)
 			// without migrations the demo never becomes ready on its empty database: no readiness probe ({}: null is the default)
-			r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
+			r.MustDeploy(framework.Merge(h.base(), map[string]any{"migration": map[string]any{"enabled": false}, "readinessProbe": map[string]any{}}))
 			records := r.AnchorName()
 			if _, err := env.Client.CoreV1().ConfigMaps(ns).Get(ctx, records, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("ConfigMap %s exists without migrations (err %v)", records, err)
 			}
 
-			_, d := r.MustDeploy(framework.BaseValues())
+			_, d := r.MustDeploy(h.base())
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			id := r.AppIdentity(ctx)
 			r.AssertWitness(ctx, id)
@@ -306,7 +342,7 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 					t.Fatal(err)
 				}
 			}
-			_, d = r.MustDeploy(framework.Merge(framework.BaseValues(), map[string]any{"image": map[string]any{"tag": "v2"}}))
+			_, d = r.MustDeploy(framework.Merge(h.base(), map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
 			res.Upgrades = 2
 			id = r.AppIdentity(ctx)
@@ -334,14 +370,15 @@ func TestEnablingMigrationsLaterAndDeletingTheRecordsByHandBothEndInAWorkingUpgr
 // so only the skip keeps the rollback healthy; the negative control shows the refusal is real.
 func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
-	for _, h := range helmCLIs() {
+	for _, h := range lifecycleVariants() {
 		t.Run(h.name, func(t *testing.T) {
 			share(t, weightOne, 100*time.Second)
 			res := scenario(t, jobModeRollbackScenarios[h.name], h.bin)
 			ctx := context.Background()
 			ns := env.NewNamespace(t, "jrb-"+h.name, restricted)
 			r := env.NewRelease(t, ns, "app", h.bin)
-			base := framework.Merge(framework.BaseValues(), map[string]any{
+			h.start(t, r)
+			base := framework.Merge(h.base(), map[string]any{
 				"migration":  map[string]any{"mode": "job", "backoffLimit": 1},
 				"postgresql": map[string]any{"auth": map[string]any{"password": "rollback-test-password"}},
 				"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
