@@ -5,6 +5,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -217,8 +220,23 @@ func TestBenchmarkUpgradeOverheadWithAndWithoutTheMigration(t *testing.T) {
 		{name: "helm4 migration on, job mode, the app container waits (gate as an image volume)", helm: env.Helm4,
 			values: map[string]any{"gate": map[string]any{"waitIn": "app", "delivery": "imageVolume"},
 				"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
+		{name: "helm4 migration on, no gate on the app pods", helm: env.Helm4,
+			values: map[string]any{"gate": map[string]any{"mode": "none"}}},
+		{name: "helm4 migration on, the pods held by a scheduling gate", helm: env.Helm4,
+			values: map[string]any{"gate": map[string]any{"waitIn": "schedulingGate"}}},
 		{name: "helm4 migration on, job mode", helm: env.Helm4,
 			values: map[string]any{"migration": map[string]any{"mode": "job"}, "postgresql": map[string]any{"auth": map[string]any{"password": "bench-password"}}}},
+	}
+	if only := os.Getenv("BENCH_VARIANTS"); only != "" {
+		// a regexp of the variants' names: a same-run table of some of them
+		re, err := regexp.Compile(only)
+		if err != nil {
+			t.Fatalf("BENCH_VARIANTS %q: %v", only, err)
+		}
+		variants = slices.DeleteFunc(variants, func(v *upgradeVariant) bool { return !re.MatchString(v.name) })
+		if len(variants) == 0 {
+			t.Fatalf("BENCH_VARIANTS %q matches no variant", only)
+		}
 	}
 	for i, v := range variants {
 		v.phases = map[string][]float64{}
