@@ -24,7 +24,7 @@ var (
 	reinstallScenarios       = scenarios.DeclareEach(framework.EveryPath, "reinstall", lifecycleVariantNames()...)
 	enableLaterScenarios     = scenarios.DeclareEach(framework.EveryPath, "enable-later", lifecycleVariantNames()...)
 	jobModeRollbackScenarios = scenarios.DeclareEach(framework.EveryPath, "job-mode-rollback", lifecycleVariantNames()...)
-	gitopsRevertTTLScenario  = scenarios.Declare(framework.EveryPath, "gitops-revert-ttl")
+	gitopsRevertTTLScenarios = scenarios.DeclareEach(framework.EveryPath, "gitops-revert-ttl", "kubectl", "kubectl-scheduling-gate")
 )
 
 // helmCLIs are the Helm CLIs every lifecycle scenario runs under.
@@ -435,14 +435,32 @@ func jobFailed(j *batchv1.Job) bool {
 	return false
 }
 
-// Issue: a GitOps revert after the old Job's TTL removed it re-creates that Job; it must not run again.
+// Issue: a GitOps revert after the old Job's TTL removed it re-creates that Job; it must not run again. With
+// the defaults and with the pods held by the scheduling gate (whose policy kubectl applies like any object).
 func TestAGitOpsRevertAfterTheTTLNeverRunsTheOlderMigrationAgain(t *testing.T) {
-	share(t, weightOne, 50*time.Second)
-	res := scenario(t, gitopsRevertTTLScenario, env.Kubectl)
+	t.Parallel() // the subtests share the cluster (share_test.go)
+	for _, v := range []struct {
+		name   string
+		values map[string]any
+	}{
+		{"kubectl", nil},
+		{"kubectl-scheduling-gate", map[string]any{"gate": map[string]any{"waitIn": "schedulingGate"}}},
+	} {
+		t.Run(v.name, sharing(weightOne, 50*time.Second, func(t *testing.T) {
+			revertAfterTTL(t, gitopsRevertTTLScenarios[v.name], v.values)
+		}))
+	}
+}
+
+func revertAfterTTL(t *testing.T, sc framework.Scenario, values map[string]any) {
+	res := scenario(t, sc, env.Kubectl)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "revert", restricted)
 	r := env.NewRelease(t, ns, "app", "")
-	base := framework.Merge(framework.BaseValues(), map[string]any{
+	if values != nil {
+		removeUngateObjects(t, r)
+	}
+	base := framework.Merge(framework.BaseValues(), values, map[string]any{
 		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 3},
 		"postgresql": map[string]any{"auth": map[string]any{"password": "revert-test-password"}},
 		"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
