@@ -38,22 +38,27 @@ type podScaleRun struct {
 	WaitRequestsPerSec float64 `json:"waitRequestsPerSec"` // the same while every pod waits
 	StartupRequests    float64 `json:"startupRequests"`    // requests from the first creation until all wait (the kubelet's own included)
 	MemoryPerWaiterKiB int64   `json:"memoryPerWaiterKiB"` // mean working set of the waiting containers
-	FirstLetGoSec      float64 `json:"firstLetGoSec"`      // from Complete to the first waiting container's exit (containerd's clock)
-	MedianLetGoSec     float64 `json:"medianLetGoSec"`     // the median over the pods
-	LastLetGoSec       float64 `json:"lastLetGoSec"`       // from Complete to the last waiting container's exit
-	FirstAppStartSec   float64 `json:"firstAppStartSec"`   // from Complete to the first app container running
-	LastAppStartSec    float64 `json:"lastAppStartSec"`    // from Complete to the last app container running
-	MedianAppStartSec  float64 `json:"medianAppStartSec"`  // the median over the pods
+	// scheduling-gate: containers the held pods started while they waited (the kubelet's statuses), and the
+	// working set of the one gate ungate process that releases them all
+	StartedWhileWaiting int     `json:"startedWhileWaiting"`
+	UngateMemoryKiB     int64   `json:"ungateMemoryKiB"`
+	FirstLetGoSec       float64 `json:"firstLetGoSec"`     // from Complete to the first waiting container's exit (containerd's clock)
+	MedianLetGoSec      float64 `json:"medianLetGoSec"`    // the median over the pods
+	LastLetGoSec        float64 `json:"lastLetGoSec"`      // from Complete to the last waiting container's exit
+	FirstAppStartSec    float64 `json:"firstAppStartSec"`  // from Complete to the first app container running
+	LastAppStartSec     float64 `json:"lastAppStartSec"`   // from Complete to the last app container running
+	MedianAppStartSec   float64 `json:"medianAppStartSec"` // the median over the pods
 }
 
 func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "bench-scalepods", framework.Restricted())
 	createWaiterRBAC(t, ns)
+	startUngate(t, ns)
 	window := time.Duration(envInt("BENCH_SCALE_WINDOW", 20)) * time.Second
 	var runs []podScaleRun
 	for _, asked := range envList(t, "BENCH_SCALE_PODS", "10,100") {
-		for _, kind := range []string{"gate", "poller"} {
+		for _, kind := range strings.Split(envOr("BENCH_SCALE_KINDS", "gate,poller,scheduling-gate"), ",") {
 			n := asked
 			if free := freePodSlots(t) - 1; n > free { // one slot for the migration's pod
 				t.Logf("%d %s pods asked, the node has %d free pod slots beside the migration's pod: running %d", asked, kind, free, free)
@@ -67,7 +72,12 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 			r.IdleRequestsPerSec = (apiRequests(t) - a0) / window.Seconds()
 
 			s0, created := apiRequests(t), time.Now()
-			for i := 0; i < n; i++ {
+			for i := 0; i < n && kind == "scheduling-gate"; i++ {
+				if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, heldPod(fmt.Sprintf("%s-%03d", id, i), id, jobName), metav1.CreateOptions{}); err != nil {
+					t.Fatalf("creating held pod %d of %d: %v", i+1, n, err)
+				}
+			}
+			for i := 0; i < n && kind != "scheduling-gate"; i++ {
 				wait := corev1.Container{Image: "ghcr.io/premigrate/gate:" + env.AppVersion, Args: []string{"wait",
 					"--identity", jobName, "--records", "bench-migrations", "--job", jobName, "--timeout", "10m", "--progress-interval", "1h"}}
 				if kind == "poller" {
@@ -84,7 +94,7 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 				}
 				waiting := 0
 				for _, p := range pods.Items {
-					if len(p.Status.InitContainerStatuses) > 0 && p.Status.InitContainerStatuses[0].State.Running != nil {
+					if len(p.Status.InitContainerStatuses) > 0 && p.Status.InitContainerStatuses[0].State.Running != nil || schedulingGated(p) {
 						waiting++
 					}
 				}
@@ -96,7 +106,13 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 			r.StartupRequests = w0 - s0
 			time.Sleep(window)
 			r.WaitRequestsPerSec = (apiRequests(t) - w0) / window.Seconds()
-			r.MemoryPerWaiterKiB = meanWorkingSetKiB(t, ns, id, "wait")
+			if kind == "scheduling-gate" {
+				// nothing runs in a held pod: the one process that waits for all of them is gate ungate
+				r.StartedWhileWaiting = startedContainers(t, ns, id)
+				r.UngateMemoryKiB = meanWorkingSetKiB(t, ns, "bench-ungate", "gate")
+			} else {
+				r.MemoryPerWaiterKiB = meanWorkingSetKiB(t, ns, id, "wait")
+			}
 
 			// the migration, and one loop over both watches: Complete, then each pod's app container running
 			jw, err := env.Client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + jobName})
@@ -151,6 +167,9 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 			}
 			r.FirstAppStartSec, r.MedianAppStartSec, r.LastAppStartSec = percentile(after, 0), percentile(after, 0.5), percentile(after, 1)
 			var letGo []float64
+			if kind == "scheduling-gate" {
+				letGo = after // no waiting container: the app container's start is the let-go
+			}
 			for _, at := range waitingContainerExits(t, ns, id) {
 				letGo = append(letGo, at.Sub(complete).Seconds())
 			}
@@ -171,7 +190,8 @@ func TestBenchmarkWaiterPodsAtScale(t *testing.T) {
 				t.Fatal(err)
 			}
 			framework.WaitUntil(t, fmt.Sprintf("the %d %s pods to be gone", n, kind), 5*time.Minute, func(ctx context.Context) (bool, error) {
-				pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+				// every pod but gate ungate's, which stays for the next runs
+				pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench!=bench-ungate"})
 				return err == nil && len(pods.Items) == 0, err
 			})
 		}
