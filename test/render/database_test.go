@@ -103,14 +103,17 @@ func TestTheEmbeddedDatabaseIsAStatefulSetWithItsServicesAndSecret(t *testing.T)
 		}
 	})
 
-	t.Run("startup, readiness and liveness run pg_isready against the configured user and database", func(t *testing.T) {
+	t.Run("startup and readiness run pg_isready against the configured user and database, liveness only connects", func(t *testing.T) {
 		sts := mustFind[*appsv1.StatefulSet](t, render(t, renderOptions{values: "postgresql: {auth: {username: app, database: appdb}}"}), "StatefulSet", name)
 		pg := container(t, sts.Spec.Template.Spec.Containers, "postgresql")
 		want := []string{"pg_isready", "-U", "app", "-d", "appdb", "-h", "127.0.0.1", "-p", "5432"}
-		for what, p := range map[string]*corev1.Probe{"startup": pg.StartupProbe, "readiness": pg.ReadinessProbe, "liveness": pg.LivenessProbe} {
+		for what, p := range map[string]*corev1.Probe{"startup": pg.StartupProbe, "readiness": pg.ReadinessProbe} {
 			if p == nil || p.Exec == nil || !equalStrings(p.Exec.Command, want) {
 				t.Errorf("%s probe %+v, want exec %v", what, p, want)
 			}
+		}
+		if p := pg.LivenessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port.String() != "postgresql" {
+			t.Errorf("liveness probe %+v, want a TCP connection to the port named postgresql", p)
 		}
 		// a first start (initdb) of up to five minutes is not killed by the liveness probe
 		if p := pg.StartupProbe; p == nil || p.PeriodSeconds*p.FailureThreshold < 300 {
