@@ -30,6 +30,58 @@ func schedulingGateValues(v string, extra map[string]any) map[string]any {
 	}, extra)
 }
 
+// waitMode is one entry of the matrix of where the app pods wait, for the scenarios that run in both: the
+// defaults (the wait-for-migration init container) and the scheduling gate (gate.waitIn schedulingGate).
+type waitMode struct {
+	name   string         // the subtest's name
+	suffix string         // appended to the scenario's ID ("" for the defaults, so their IDs stay as they were)
+	values map[string]any // merged into the scenario's values
+}
+
+// waitModes are the defaults and the scheduling gate.
+func waitModes() []waitMode {
+	return []waitMode{
+		{name: "init-container"},
+		{name: "scheduling-gate", suffix: "-scheduling-gate", values: map[string]any{"gate": map[string]any{"waitIn": "schedulingGate"}}},
+	}
+}
+
+// declareWaitModes declares scenario id once per wait mode, keyed by the mode's name.
+func declareWaitModes(p framework.Promise, id string) map[string]framework.Scenario {
+	out := map[string]framework.Scenario{}
+	for _, m := range waitModes() {
+		out[m.name] = scenarios.Declare(p, id+m.suffix)
+	}
+	return out
+}
+
+// held says whether the mode holds the pods with the scheduling gate.
+func (m waitMode) held() bool { return m.values != nil }
+
+// start removes, with the scheduling gate, the release's cluster-scoped policy when the test ends.
+func (m waitMode) start(t *testing.T, r *framework.Release) {
+	t.Helper()
+	if m.held() {
+		removeUngateObjects(t, r)
+	}
+}
+
+// assertPodsWaitAsTheModeSays checks the Deployment's pod template: with the scheduling gate, every new pod is
+// created unschedulable (the gate) and runs no init container, so a pod that runs was released by gate ungate;
+// with the defaults, the template carries the wait-for-migration init container and no gate.
+func (m waitMode) assertPodsWaitAsTheModeSays(ctx context.Context, t *testing.T, r *framework.Release) {
+	t.Helper()
+	d, err := env.Client.AppsV1().Deployments(r.Namespace).Get(ctx, r.Fullname(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the Deployment: %v", err)
+	}
+	spec := d.Spec.Template.Spec
+	gated := len(spec.SchedulingGates) == 1 && spec.SchedulingGates[0].Name == "premigrate.io/migration"
+	if m.held() != gated || m.held() != (len(spec.InitContainers) == 0) {
+		t.Fatalf("%s: the pod template has scheduling gates %v and %d init containers", m.name, spec.SchedulingGates, len(spec.InitContainers))
+	}
+}
+
 // removeUngateObjects deletes the release's cluster-scoped policy and binding of gate ungate when the test
 // ends: deleting the test's namespace does not take them.
 func removeUngateObjects(t *testing.T, r *framework.Release) string {

@@ -19,18 +19,27 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	ttlSucceededScenario       = scenarios.Declare(framework.Before, "ttl-succeeded")
-	ttlFailedScenario          = scenarios.Declare(framework.Before, "ttl-failed")
+	ttlSucceededScenarios      = declareWaitModes(framework.Before, "ttl-succeeded")
+	ttlFailedScenarios         = declareWaitModes(framework.Before, "ttl-failed")
 	ttlZeroWaitForJobsScenario = scenarios.Declare(framework.Before, "ttl-zero-wait-for-jobs")
 )
 
+// With the defaults and with the pods held by the scheduling gate: both decide from the records once the Job is
+// gone.
 func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testing.T) {
-	share(t, weightOne, 40*time.Second)
-	res := scenario(t, ttlSucceededScenario, env.Helm4)
+	t.Parallel() // the subtests share the cluster (share_test.go)
+	for _, m := range waitModes() {
+		t.Run(m.name, sharing(weightOne, 40*time.Second, func(t *testing.T) { podsRestartAfterTheTTL(t, m) }))
+	}
+}
+
+func podsRestartAfterTheTTL(t *testing.T, m waitMode) {
+	res := scenario(t, ttlSucceededScenarios[m.name], env.Helm4)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "ttl", restricted)
 	r := env.NewRelease(t, ns, "app", env.Helm4)
-	values := framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 5}})
+	m.start(t, r)
+	values := framework.Merge(framework.BaseValues(), m.values, map[string]any{"migration": map[string]any{"ttlSecondsAfterFinished": 5}})
 	_, d := r.MustDeploy(values)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	_, d = r.MustDeploy(framework.Merge(values, map[string]any{"image": map[string]any{"tag": "v2"}}))
@@ -46,6 +55,7 @@ func TestWithTTLPodsRestartAfterASucceededJobIsGoneAndHelm4DoesNotHang(t *testin
 		return apierrors.IsNotFound(err), nil
 	})
 	id := r.AppIdentity(ctx)
+	m.assertPodsWaitAsTheModeSays(ctx, t, r)
 	for _, p := range r.AppPods(ctx, id) {
 		if err := env.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("deleting pod %s: %v", p.Name, err)
@@ -73,13 +83,21 @@ func podReady(p corev1.Pod) bool {
 	return false
 }
 
+// With the defaults and with the pods held by the scheduling gate.
 func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
-	share(t, weightOne, 65*time.Second)
-	res := scenario(t, ttlFailedScenario, env.Kubectl)
+	t.Parallel() // the subtests share the cluster (share_test.go)
+	for _, m := range waitModes() {
+		t.Run(m.name, sharing(weightOne, 65*time.Second, func(t *testing.T) { noPodStartsAfterTheFailedJobIsGone(t, m) }))
+	}
+}
+
+func noPodStartsAfterTheFailedJobIsGone(t *testing.T, m waitMode) {
+	res := scenario(t, ttlFailedScenarios[m.name], env.Kubectl)
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "ttlfail", restricted)
 	r := env.NewRelease(t, ns, "app", "")
-	base := framework.Merge(framework.BaseValues(), map[string]any{
+	m.start(t, r)
+	base := framework.Merge(framework.BaseValues(), m.values, map[string]any{
 		"postgresql": map[string]any{"auth": map[string]any{"password": "ttl-test-password"}},
 		"migration":  map[string]any{"mode": "job", "ttlSecondsAfterFinished": 5, "backoffLimit": 0},
 	})
@@ -113,6 +131,14 @@ func TestWithTTLNoPodStartsAfterAFailedJobIsGone(t *testing.T) {
 	}
 	if n := len(r.AppPods(ctx, newID)); n == 0 {
 		t.Errorf("no pod of the new identity exists: the test proved nothing about the gate")
+	}
+	m.assertPodsWaitAsTheModeSays(ctx, t, r)
+	if m.held() {
+		for _, p := range r.AppPods(ctx, newID) {
+			if len(p.Spec.SchedulingGates) == 0 || p.Spec.NodeName != "" {
+				t.Errorf("pod %s was released (scheduling gates %v, node %q) although its migration failed", p.Name, p.Spec.SchedulingGates, p.Spec.NodeName)
+			}
+		}
 	}
 	ready := 0
 	for _, p := range r.AppPods(ctx, oldID) {

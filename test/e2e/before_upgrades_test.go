@@ -16,7 +16,7 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	upgradesScenarios = scenarios.DeclareEach(framework.Before, "upgrades", "helm3", "helm4")
+	upgradesScenarios = scenarios.DeclareEach(framework.Before, "upgrades", "helm3-scheduling-gate", "helm4")
 )
 
 // upgradeSteps is the sequence every Helm CLI runs after the install: each step changes the migration Job's
@@ -51,15 +51,17 @@ func upgradeCount() int {
 // The upgrades under load take the whole cluster, Helm 3 and Helm 4 side by side and nothing else: their load
 // counts every failed request, and beside Argo CD, Flux and the adopter on two cores the requests timed out for
 // want of CPU (5391 of 22726 failed in CI on 2026-12-01, the database's pod unready for minutes), which says
-// nothing about the schema. The parent holds the weight until both subtests end.
+// nothing about the schema. The parent holds the weight until both subtests end. Helm 3's release holds its pods
+// with the scheduling gate (gate.waitIn schedulingGate), Helm 4's with the defaults (the init container) and the
+// guard at the API server on: both ways of waiting go through ten upgrades under load.
 func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchema(t *testing.T) {
 	share(t, weightAll(), 380*time.Second)
-	for _, h := range []struct{ name, bin string }{{"helm3", env.Helm3}, {"helm4", env.Helm4}} {
+	for _, h := range []struct{ name, bin string }{{"helm3-scheduling-gate", env.Helm3}, {"helm4", env.Helm4}} {
 		t.Run(h.name, func(t *testing.T) {
 			t.Parallel() // Helm 3 and Helm 4 run side by side, each with its release, namespace and load
 			res := scenario(t, upgradesScenarios[h.name], h.bin)
 			ctx := context.Background()
-			ns := env.NewNamespace(t, "up-"+h.name, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
+			ns := env.NewNamespace(t, "up-"+strings.TrimSuffix(h.name, "-scheduling-gate"), map[string]string{"pod-security.kubernetes.io/enforce": "restricted"})
 			r := env.NewRelease(t, ns, "app", h.bin)
 			// Helm 4's release runs with the guard at the API server on: ten upgrades with their hooks, none
 			// refused (failures_guard_test.go has what it refuses)
@@ -68,12 +70,19 @@ func TestRepeatedUpgradesUnderLoadNeverHitImmutableFieldsNorServeUnmigratedSchem
 				base = framework.Merge(base, map[string]any{"migration": map[string]any{"guard": map[string]any{"enabled": true}}})
 				removeGuardObjects(t, r)
 			}
+			mode := waitModes()[0]
+			if h.name == "helm3-scheduling-gate" {
+				mode = waitModes()[1]
+				base = framework.Merge(base, mode.values)
+				mode.start(t, r)
+			}
 
 			_, d := r.MustDeploy(base)
 			if h.name == "helm4" {
 				env.Run.Must(t, env.Kubectl, "get", "validatingadmissionpolicybinding", "premigrate."+ns+"."+r.Fullname())
 			}
 			t.Logf("install (%s --wait) took %s", h.name, d.Round(time.Millisecond))
+			mode.assertPodsWaitAsTheModeSays(ctx, t, r)
 			id := r.AppIdentity(ctx)
 			r.AssertWitness(ctx, id)
 			if got := r.PsqlInt("select count(*) from demo_migrate_runs"); got != 1 {

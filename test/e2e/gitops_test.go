@@ -23,13 +23,13 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	fluxUpgradesScenario              = scenarios.Declare(framework.GitOps, "flux-upgrades")
+	fluxUpgradesScenarios             = declareWaitModes(framework.GitOps, "flux-upgrades")
 	fluxFailedMigrationScenario       = scenarios.Declare(framework.GitOps, "flux-failed-migration")
 	fluxHookOutputLogsControlScenario = scenarios.Declare(framework.GitOps, "flux-hook-output-logs-control")
 	fluxOCIScenario                   = scenarios.Declare(framework.GitOps, "flux-oci-repository")
 	argocdUpgradesScenario            = scenarios.Declare(framework.GitOps, "argocd-upgrades")
 	argocdFailedMigrationScenario     = scenarios.Declare(framework.GitOps, "argocd-failed-migration")
-	argocdSelectiveSyncScenario       = scenarios.Declare(framework.GitOps, "argocd-selective-sync")
+	argocdSelectiveSyncScenarios      = declareWaitModes(framework.GitOps, "argocd-selective-sync")
 	argocdGuardScenario               = scenarios.Declare(framework.GitOps, "argocd-guard-refuses-selective-sync")
 	argocdHookModeScenario            = scenarios.Declare(framework.GitOps, "argocd-hook-mode")
 	argocdReplaceScenario             = scenarios.Declare(framework.GitOps, "argocd-replace")
@@ -335,29 +335,34 @@ func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bo
 	return ready
 }
 
-// fluxInstallsAndUpgradesWithItsDefaults installs the chart (hook mode, its
-// defaults) through a Flux HelmRelease with Flux's defaults (install and upgrade wait for the pods), then
+// fluxInstallsAndUpgrades installs the chart (hook mode, its defaults, the pods waiting as m says) through a Flux HelmRelease with Flux's defaults (install and upgrade wait for the pods), then
 // upgrades it five times by changing the HelmRelease's values: each reconciles Ready, and the witness sees no
 // app process before its migration. The upgrades are forced (upgrade.force: each object replaced): the records
 // of all six identities must survive them.
-func fluxInstallsAndUpgradesWithItsDefaults(t *testing.T) {
+func fluxInstallsAndUpgrades(m waitMode) func(*testing.T) {
+	return func(t *testing.T) { fluxInstallsAndUpgradesIn(t, m) }
+}
+
+func fluxInstallsAndUpgradesIn(t *testing.T, m waitMode) {
 	gitopsUp(t, "flux")
-	res := scenario(t, fluxUpgradesScenario, "flux")
+	res := scenario(t, fluxUpgradesScenarios[m.name], "flux")
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "flux", restricted)
 	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", ""), force: true}
+	m.start(t, f.Release)
 	start := time.Now()
-	f.apply(fluxValues(nil))
+	f.apply(fluxValues(m.values))
 	if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 		t.Fatalf("the install did not reconcile: %s: %s", ready.Reason, ready.Message)
 	}
 	res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
+	m.assertPodsWaitAsTheModeSays(ctx, t, f.Release)
 	f.AssertWitness(ctx, f.AppIdentity(ctx))
 	ids := []string{f.AppIdentity(ctx)}
 	for i := 1; i <= 5; i++ {
 		before := f.AppIdentity(ctx)
 		start := time.Now()
-		f.apply(fluxValues(gitopsUpgrade(i)))
+		f.apply(fluxValues(framework.Merge(m.values, gitopsUpgrade(i))))
 		if ready := f.settle(6 * time.Minute); ready.Status != "True" {
 			t.Fatalf("upgrade %d did not reconcile: %s: %s", i, ready.Reason, ready.Message)
 		}
@@ -514,7 +519,8 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 func TestFluxRunsTheChartWithItsDefaults(t *testing.T) {
 	t.Parallel()
 	t.Run("with a working controller", func(t *testing.T) {
-		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgradesWithItsDefaults))
+		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgrades(waitModes()[0])))
+		t.Run("installs and upgrades five times with Flux's wait, the pods held by the scheduling gate", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgrades(waitModes()[1])))
 		t.Run("reports a failed migration while the old pods keep serving", sharing(weightOne, 70*time.Second, fluxReportsAFailedMigration))
 		t.Run("installs from the chart's OCI repository, its images from the same registry", sharing(weightOne, 60*time.Second, fluxInstallsFromAnOCIRepository))
 	})
@@ -724,17 +730,23 @@ func argoReportsAFailedMigration(t *testing.T) {
 }
 
 // argoSelectiveSyncHoldsTheNewPods changes the values with automated sync off, then syncs only
-// the Deployment (a selective sync: Argo CD runs no hook): the new pods wait in the gate while no migration of
-// their identity has run, and start once a full sync ran it.
-func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
+// the Deployment (a selective sync: Argo CD runs no hook): the new pods wait in the gate (m: the init container,
+// or unscheduled at the scheduling gate) while no migration of their identity has run, and start once a full
+// sync ran it.
+func argoSelectiveSyncHoldsTheNewPods(m waitMode) func(*testing.T) {
+	return func(t *testing.T) { argoSelectiveSyncHoldsTheNewPodsIn(t, m) }
+}
+
+func argoSelectiveSyncHoldsTheNewPodsIn(t *testing.T, m waitMode) {
 	gitopsUp(t, "argocd")
-	scenario(t, argocdSelectiveSyncScenario, "argocd")
+	scenario(t, argocdSelectiveSyncScenarios[m.name], "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argosel")
-	a.apply(argoValues(nil), true)
+	m.start(t, a.Release)
+	a.apply(argoValues(m.values), true)
 	a.healthy(8 * time.Minute)
 	oldID := a.AppIdentity(ctx)
-	a.apply(argoValues(map[string]any{"image": map[string]any{"tag": "v2"}}), false)
+	a.apply(argoValues(framework.Merge(m.values, map[string]any{"image": map[string]any{"tag": "v2"}})), false)
 	at := a.operate(map[string]any{"group": "apps", "kind": "Deployment", "name": a.Fullname()})
 	if app := a.synced(at, 3*time.Minute); app.Status.OperationState.Phase != "Succeeded" {
 		t.Fatalf("the selective sync: %s: %s", app.Status.OperationState.Phase, app.Status.OperationState.Message)
@@ -761,6 +773,14 @@ func argoSelectiveSyncHoldsTheNewPods(t *testing.T) {
 	}
 	if n := a.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where identity = '%s'", newID)); n != 0 {
 		t.Fatalf("the witness saw %d starts of identity %s before its migration", n, newID)
+	}
+	m.assertPodsWaitAsTheModeSays(ctx, t, a.Release)
+	if m.held() {
+		for _, p := range a.AppPods(ctx, newID) {
+			if len(p.Spec.SchedulingGates) == 0 || p.Spec.NodeName != "" {
+				t.Errorf("pod %s was released (scheduling gates %v, node %q) before its migration ran", p.Name, p.Spec.SchedulingGates, p.Spec.NodeName)
+			}
+		}
 	}
 	// a full sync runs the hook; the held pods start
 	at = a.operate()
@@ -1001,7 +1021,8 @@ func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
 	t.Parallel()
 	t.Run("through five upgrades with automated sync, prune, self-heal and a TTL", sharing(weightOne, 290*time.Second, argoSyncsFiveUpgrades))
 	t.Run("reports a failed migration and the new pods never start", sharing(weightOne, 120*time.Second, argoReportsAFailedMigration))
-	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods))
+	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods(waitModes()[0])))
+	t.Run("holds the new pods at the scheduling gate in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods(waitModes()[1])))
 	t.Run("with the guard on refuses a selective sync that skips the hook", sharing(weightOne, 110*time.Second, argoGuardRefusesASelectiveSync))
 	t.Run("renders hook mode as an install on every sync", sharing(weightOne, 65*time.Second, argoRendersHookModeAsAnInstall))
 	t.Run("keeps every record when it replaces every object", sharing(weightOne, 110*time.Second, argoReplaceKeepsEveryRecord))
