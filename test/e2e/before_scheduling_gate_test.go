@@ -34,7 +34,6 @@ func schedulingGateValues(v string, extra map[string]any) map[string]any {
 // defaults (the wait-for-migration init container) and the scheduling gate (gate.waitIn schedulingGate).
 type waitMode struct {
 	name   string         // the subtest's name
-	suffix string         // appended to the scenario's ID ("" for the defaults, so their IDs stay as they were)
 	values map[string]any // merged into the scenario's values
 }
 
@@ -42,17 +41,15 @@ type waitMode struct {
 func waitModes() []waitMode {
 	return []waitMode{
 		{name: "init-container"},
-		{name: "scheduling-gate", suffix: "-scheduling-gate", values: map[string]any{"gate": map[string]any{"waitIn": "schedulingGate"}}},
+		{name: "scheduling-gate", values: map[string]any{"gate": map[string]any{"waitIn": "schedulingGate"}}},
 	}
 }
 
-// declareWaitModes declares scenario id once per wait mode, keyed by the mode's name.
-func declareWaitModes(p framework.Promise, id string) map[string]framework.Scenario {
-	out := map[string]framework.Scenario{}
-	for _, m := range waitModes() {
-		out[m.name] = scenarios.Declare(p, id+m.suffix)
-	}
-	return out
+// waitModeScenarios keys a scenario's two declarations by wait mode: the defaults' (the ID it had before it ran in both)
+// and the scheduling gate's (the ID with the suffix -scheduling-gate). Each file declares its own, so that the
+// check of promises (verdict.CheckPromises) sees the promise of every declaration.
+func waitModeScenarios(defaults, held framework.Scenario) map[string]framework.Scenario {
+	return map[string]framework.Scenario{waitModes()[0].name: defaults, waitModes()[1].name: held}
 }
 
 // held says whether the mode holds the pods with the scheduling gate.

@@ -19,8 +19,8 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	ttlSucceededScenarios      = declareWaitModes(framework.Before, "ttl-succeeded")
-	ttlFailedScenarios         = declareWaitModes(framework.Before, "ttl-failed")
+	ttlSucceededScenarios      = waitModeScenarios(scenarios.Declare(framework.Before, "ttl-succeeded"), scenarios.Declare(framework.Before, "ttl-succeeded-scheduling-gate"))
+	ttlFailedScenarios         = waitModeScenarios(scenarios.Declare(framework.Before, "ttl-failed"), scenarios.Declare(framework.Before, "ttl-failed-scheduling-gate"))
 	ttlZeroWaitForJobsScenario = scenarios.Declare(framework.Before, "ttl-zero-wait-for-jobs")
 )
 

@@ -23,13 +23,13 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	fluxUpgradesScenarios             = declareWaitModes(framework.GitOps, "flux-upgrades")
+	fluxUpgradesScenarios             = waitModeScenarios(scenarios.Declare(framework.GitOps, "flux-upgrades"), scenarios.Declare(framework.GitOps, "flux-upgrades-scheduling-gate"))
 	fluxFailedMigrationScenario       = scenarios.Declare(framework.GitOps, "flux-failed-migration")
 	fluxHookOutputLogsControlScenario = scenarios.Declare(framework.GitOps, "flux-hook-output-logs-control")
 	fluxOCIScenario                   = scenarios.Declare(framework.GitOps, "flux-oci-repository")
 	argocdUpgradesScenario            = scenarios.Declare(framework.GitOps, "argocd-upgrades")
 	argocdFailedMigrationScenario     = scenarios.Declare(framework.GitOps, "argocd-failed-migration")
-	argocdSelectiveSyncScenarios      = declareWaitModes(framework.GitOps, "argocd-selective-sync")
+	argocdSelectiveSyncScenarios      = waitModeScenarios(scenarios.Declare(framework.GitOps, "argocd-selective-sync"), scenarios.Declare(framework.GitOps, "argocd-selective-sync-scheduling-gate"))
 	argocdGuardScenario               = scenarios.Declare(framework.GitOps, "argocd-guard-refuses-selective-sync")
 	argocdHookModeScenario            = scenarios.Declare(framework.GitOps, "argocd-hook-mode")
 	argocdReplaceScenario             = scenarios.Declare(framework.GitOps, "argocd-replace")
