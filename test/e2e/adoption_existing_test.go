@@ -116,8 +116,8 @@ func existingServiceChart(t *testing.T) string {
 // TestAServiceThatAlreadyServesMovesToPremigrateInOneUpgradeWithoutDowntime runs docs/adopting.md: the
 // existing service serves under load, its next version's Job is refused as immutable, and the library
 // README's steps plus the page's own, taken from the files, move it to premigrate in one `helm upgrade
-// --wait`; `helm rollback` to the revision before the move goes back, the next version moves it again and
-// one more follows. The load sees no failed request across them, the Deployment keeps its UID, the team's
+// --wait`; `helm rollback` to the revision before the move goes back, the same version moves it again and
+// the next one follows. The load sees no failed request across them, the Deployment keeps its UID, the team's
 // Job is gone, and after the migration Job's TTL the restarted pods start again; the witness (the database's
 // clock and the API server's container starts) sees no app process before its migration.
 func TestAServiceThatAlreadyServesMovesToPremigrateInOneUpgradeWithoutDowntime(t *testing.T) {
@@ -202,11 +202,17 @@ func TestAServiceThatAlreadyServesMovesToPremigrateInOneUpgradeWithoutDowntime(t
 		t.Errorf("schema %q after the rollback, want 2 (the team's v1 Job leaves a newer schema alone)", got)
 	}
 
-	// and forward again: the next version moves it once more (the rollback took the release's ConfigMap, so
-	// its Job is again a first move's plain Job), deleting the team's Job again; the version after it is an
-	// upgrade like any other, its migration Job a pre-upgrade hook
+	// and forward again: the version the rollback left moves it once more (the rollback took the release's
+	// ConfigMap, so its Job is again a first move's plain Job), deleting the team's Job again; the version after
+	// it is an upgrade like any other, its migration Job a pre-upgrade hook. Each step stays inside what the
+	// old pods serve on (the demo's version N is ready on schemas N and N+1): moving from v1 straight to v3
+	// would take v1's pods out of the Service before v3's are ready, which the load sees as refused requests
+	// (a CI run, 2026-12-05: 8 of 3355, the app's own limit, not the move's)
+	deploy(adopted("v2"))
+	if id := identityOf(ctx, t, ns, fullname); id != firstID {
+		t.Errorf("moving again at v2 has the identity %q, the first move's %q", id, firstID)
+	}
 	deploy(adopted("v3"))
-	deploy(adopted("v4"))
 	rep := load.Stop()
 	recordLoad(res, rep)
 	rep.Check(t, "across the move to premigrate, the rollback before it, the move again and the next upgrade")
@@ -217,12 +223,12 @@ func TestAServiceThatAlreadyServesMovesToPremigrateInOneUpgradeWithoutDowntime(t
 	if _, err := env.Client.BatchV1().Jobs(ns).Get(ctx, fullname+"-migrate", metav1.GetOptions{}); err == nil {
 		t.Errorf("the team's Job %s-migrate is still there after the move", fullname)
 	}
-	if got := r.Psql(`select max(version) from schema_migrations`); got != "4" {
-		t.Errorf("schema %q after the upgrades, want 4", got)
+	if got := r.Psql(`select max(version) from schema_migrations`); got != "3" {
+		t.Errorf("schema %q after the upgrades, want 3", got)
 	}
 	id := identityOf(ctx, t, ns, fullname)
 	if id == firstID || id == "" {
-		t.Fatalf("the upgrade to v4 has identity %q, the move's %q", id, firstID)
+		t.Fatalf("the upgrade to v3 has identity %q, the move's %q", id, firstID)
 	}
 	r.AssertWitness(ctx, id)
 
