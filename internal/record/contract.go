@@ -1,0 +1,129 @@
+package record
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ErrNotRecorded is WriteContracted's error when the identity has no record: its migration has not succeeded
+// on this database, and a contract must never be recorded (or run) for it.
+var ErrNotRecorded = errors.New("the identity is not recorded")
+
+// ContractOptions says whose contract step to record where.
+type ContractOptions struct {
+	Namespace string // only for messages
+	ConfigMap string
+	Identity  string
+	Job       string
+	// Retry bounds the retries while the API server fails (a conflict is always retried); 0 tries once.
+	Retry time.Duration
+	Now   func() time.Time
+	Log   *slog.Logger
+}
+
+// WriteContracted records in the identity's record that its contract step succeeded now, by o.Job: a
+// read-modify-write of the ConfigMap with its resourceVersion, retried on conflict. The record must exist
+// (ErrNotRecorded otherwise); everything else it holds stays.
+func WriteContracted(ctx context.Context, client ConfigMapClient, o ContractOptions) error {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	where := fmt.Sprintf("ConfigMap %s/%s", o.Namespace, o.ConfigMap)
+	deadline := time.Now().Add(o.Retry)
+	delay := 500 * time.Millisecond
+	for {
+		err := contractOnce(ctx, client, o)
+		switch {
+		case err == nil:
+			o.Log.Info(fmt.Sprintf("recorded the contract step of identity %s (job %s) in %s", o.Identity, o.Job, where))
+			return nil
+		case errors.Is(err, ErrNotRecorded) || ctx.Err() != nil:
+			return fmt.Errorf("record the contract step of identity %s in %s: %w", o.Identity, where, err)
+		}
+		wait := delay
+		if apierrors.IsConflict(err) {
+			wait = time.Duration(rand.Int64N(int64(100 * time.Millisecond)))
+		} else if time.Until(deadline) <= 0 {
+			return fmt.Errorf("record the contract step of identity %s in %s: %w", o.Identity, where, err)
+		} else {
+			delay = min(2*delay, 5*time.Second)
+			o.Log.Warn(fmt.Sprintf("updating %s failed, retrying in %s: %v", where, wait, err))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("record the contract step of identity %s in %s: %w", o.Identity, where, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+}
+
+func contractOnce(ctx context.Context, client ConfigMapClient, o ContractOptions) error {
+	cm, err := client.Get(ctx, o.ConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%w: the ConfigMap does not exist", ErrNotRecorded)
+	}
+	if err != nil {
+		return fmt.Errorf("get: %w", err)
+	}
+	e, found, err := Lookup(cm.Data, o.Identity)
+	switch {
+	case !found:
+		return ErrNotRecorded
+	case err != nil:
+		return fmt.Errorf("%w: its record does not decode: %w", ErrNotRecorded, err)
+	}
+	e.ContractedAt, e.ContractJob = o.Now(), o.Job
+	value, err := e.Encode()
+	if err != nil {
+		return err
+	}
+	updated := cm.DeepCopy()
+	updated.Data[o.Identity] = value
+	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	return nil
+}
+
+// ContractedAfter returns the identities recorded in data whose contract step ran and whose migration was
+// deployed after identity's (JobCreated): the schema no longer serves what identity needs. An identity without
+// a JobCreated (records from before it was stored) is compared by its completion time.
+func ContractedAfter(data map[string]string, identity string) []string {
+	own, found, err := Lookup(data, identity)
+	if !found || err != nil {
+		return nil
+	}
+	var out []string
+	for k := range data {
+		if k == identity || k == PrunedKey {
+			continue
+		}
+		e, err := Decode(data[k])
+		if err != nil || e.ContractedAt.IsZero() {
+			continue
+		}
+		if deployedAt(e).After(deployedAt(own)) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func deployedAt(e Entry) time.Time {
+	if !e.JobCreated.IsZero() {
+		return e.JobCreated
+	}
+	return e.CompletedAt
+}
