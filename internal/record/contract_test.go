@@ -63,11 +63,11 @@ func TestAMigrationRecordedAgainKeepsItsContractStep(t *testing.T) {
 func TestContractedAfterListsTheLaterIdentitiesWhoseContractRan(t *testing.T) {
 	at := func(minutes int) time.Time { return now.Add(time.Duration(minutes) * time.Minute) }
 	d := map[string]string{
-		"1111111111":      entry(t, record.Entry{CompletedAt: at(1), JobCreated: at(0), ContractedAt: at(2)}),
-		"2222222222":      entry(t, record.Entry{CompletedAt: at(11), JobCreated: at(10)}),
-		"3333333333":      entry(t, record.Entry{CompletedAt: at(21), JobCreated: at(20), ContractedAt: at(25)}),
-		"4444444444":      entry(t, record.Entry{CompletedAt: at(31), ContractedAt: at(35)}), // no JobCreated: by completion
-		"5555555555":      entry(t, record.Entry{CompletedAt: at(41), JobCreated: at(40)}),
+		"1111111111":     entry(t, record.Entry{CompletedAt: at(1), JobCreated: at(0), ContractedAt: at(2)}),
+		"2222222222":     entry(t, record.Entry{CompletedAt: at(11), JobCreated: at(10)}),
+		"3333333333":     entry(t, record.Entry{CompletedAt: at(21), JobCreated: at(20), ContractedAt: at(25)}),
+		"4444444444":     entry(t, record.Entry{CompletedAt: at(31), ContractedAt: at(35)}), // no JobCreated: by completion
+		"5555555555":     entry(t, record.Entry{CompletedAt: at(41), JobCreated: at(40)}),
 		record.PrunedKey: "0000000000",
 	}
 	assert.Equal(t, []string{"3333333333", "4444444444"}, record.ContractedAfter(d, "2222222222"))
