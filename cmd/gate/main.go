@@ -26,6 +26,7 @@ import (
 	"github.com/premigrate/premigrate/internal/gate"
 	"github.com/premigrate/premigrate/internal/kubeclient"
 	"github.com/premigrate/premigrate/internal/record"
+	"github.com/premigrate/premigrate/internal/rollout"
 	"github.com/premigrate/premigrate/internal/ungate"
 )
 
@@ -116,6 +117,8 @@ type apiClients struct {
 	workloads  func(namespace string) workloadAnnotator
 	heldPods   func(namespace string) ungate.Pods
 	events     func(namespace string) ungate.Events
+	// rollout observes the rollout of the Deployment called name
+	rollout func(namespace, name string) rollout.Source
 }
 
 // podGetter and claimGetter read the object that holds the database's data.
@@ -145,6 +148,9 @@ func newAPIClients(k8s k8sFlags, getenv func(string) string) (*apiClients, error
 		workloads:  func(ns string) workloadAnnotator { return c.Workloads(ns) },
 		heldPods:   func(ns string) ungate.Pods { return c.Pods(ns) },
 		events:     func(ns string) ungate.Events { return c.Events(ns) },
+		rollout: func(ns, name string) rollout.Source {
+			return rollout.Deployment{Name: name, Deployments: c.Deployments(ns), ReplicaSets: c.ReplicaSets(ns), Pods: c.Pods(ns)}
+		},
 	}, nil
 }
 
@@ -186,6 +192,14 @@ func commands() []command {
 					return err
 				}
 				return runGuard(ctx, o, g, e)
+			}
+		}},
+		{name: "contract", summary: "run the contract step (after --) of an identity once the rollout to it ended with nothing older left, and record it (contract Job)", args: true, bind: func(fs *flag.FlagSet) action {
+			o := &contractOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, args []string) error {
+				o.argv = args
+				return runContract(ctx, o, e)
 			}
 		}},
 		{name: "ungate", summary: "release the app pods held by premigrate's scheduling gate once their migration succeeded (gate.waitIn schedulingGate)", bind: func(fs *flag.FlagSet) action {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -112,7 +113,7 @@ type Clients struct {
 }
 
 // New builds the clients from cfg; both share one HTTP client. It registers
-// only batch/v1 and core/v1: client-go's generated clientsets (and its
+// only batch/v1, core/v1 and apps/v1: client-go's generated clientsets (and its
 // generic typed clients, whose package also carries the fakes) would link
 // every API group and the test machinery into the binary.
 func New(cfg *rest.Config) (*Clients, error) {
@@ -122,6 +123,9 @@ func New(cfg *rest.Config) (*Clients, error) {
 	}
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, fmt.Errorf("register core/v1: %w", err)
+	}
+	if err := appsv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("register apps/v1: %w", err)
 	}
 	codecs := serializer.NewCodecFactory(scheme)
 
@@ -151,7 +155,7 @@ func New(cfg *rest.Config) (*Clients, error) {
 		return nil, fmt.Errorf("build core/v1 client: %w", err)
 	}
 
-	// apps/v1 only for patches whose answer is not decoded (Workloads): no types registered for it
+	// apps/v1: patches whose answer is not decoded (Workloads), and the reads of a rollout (Deployments, ReplicaSets)
 	appsCfg := rest.CopyConfig(base)
 	appsCfg.APIPath = "/apis"
 	appsCfg.GroupVersion = &schema.GroupVersion{Group: "apps", Version: "v1"}
@@ -181,6 +185,30 @@ func (c *Clients) Events(namespace string) *EventClient {
 		client: c.core, params: c.params, namespace: namespace, resource: "events",
 		newObject: func() *corev1.Event { return &corev1.Event{} },
 		newList:   func() *corev1.EventList { return &corev1.EventList{} },
+	}
+}
+
+// DeploymentClient reads Deployments of one namespace.
+type DeploymentClient = Resource[*appsv1.Deployment, *appsv1.DeploymentList]
+
+// Deployments returns a Deployment client for namespace.
+func (c *Clients) Deployments(namespace string) *DeploymentClient {
+	return &DeploymentClient{
+		client: c.apps, params: c.params, namespace: namespace, resource: "deployments",
+		newObject: func() *appsv1.Deployment { return &appsv1.Deployment{} },
+		newList:   func() *appsv1.DeploymentList { return &appsv1.DeploymentList{} },
+	}
+}
+
+// ReplicaSetClient reads ReplicaSets of one namespace.
+type ReplicaSetClient = Resource[*appsv1.ReplicaSet, *appsv1.ReplicaSetList]
+
+// ReplicaSets returns a ReplicaSet client for namespace.
+func (c *Clients) ReplicaSets(namespace string) *ReplicaSetClient {
+	return &ReplicaSetClient{
+		client: c.apps, params: c.params, namespace: namespace, resource: "replicasets",
+		newObject: func() *appsv1.ReplicaSet { return &appsv1.ReplicaSet{} },
+		newList:   func() *appsv1.ReplicaSetList { return &appsv1.ReplicaSetList{} },
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // script is a Source that returns its observations one by one (the last one again once they run out), on a
@@ -114,4 +116,28 @@ func TestAFailedPodOfAnotherIdentityDoesNotHoldTheContract(t *testing.T) {
 	p.Status.Phase = corev1.PodFailed
 	o.Pods = append(o.Pods, p)
 	assert.Equal(t, Done, Evaluate(o, newID).State)
+}
+
+func TestDeploymentObservesWhatItsSelectorMatchesAndAGoneDeploymentHasLeft(t *testing.T) {
+	d := deployment()
+	d.Namespace = "shop"
+	d.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}
+	mine, other := replicaSet("new", newID, 2), replicaSet("x", oldID, 1)
+	mine.Namespace, other.Namespace = "shop", "shop"
+	mine.Labels, other.Labels = map[string]string{"app": "shop"}, map[string]string{"app": "other"}
+	p := pod("new-a", "new", newID)
+	p.Namespace, p.Labels = "shop", map[string]string{"app": "shop"}
+	cs := fake.NewClientset(d, &mine, &other, &p)
+	src := Deployment{Name: "app", Deployments: cs.AppsV1().Deployments("shop"), ReplicaSets: cs.AppsV1().ReplicaSets("shop"), Pods: cs.CoreV1().Pods("shop")}
+	o, err := src.Observe(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "app", o.Deployment.Name)
+	require.Len(t, o.ReplicaSets, 1)
+	assert.Equal(t, "new", o.ReplicaSets[0].Name)
+	require.Len(t, o.Pods, 1)
+
+	src.Name = "gone"
+	o, err = src.Observe(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, Left, Evaluate(o, newID).State)
 }

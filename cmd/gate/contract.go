@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/record"
+	"github.com/premigrate/premigrate/internal/rollout"
+)
+
+// contractOptions are the flags and the command of `gate contract`.
+type contractOptions struct {
+	recordOptions
+	deployment string
+	soak       time.Duration
+	timeout    time.Duration
+	interval   time.Duration
+	argv       []string // the contract command, after --
+}
+
+func (o *contractOptions) register(fs *flag.FlagSet) {
+	o.recordOptions.register(fs)
+	fs.StringVar(&o.deployment, "deployment", "", "name of the Deployment whose rollout to --identity must end before the contract runs (required)")
+	fs.DurationVar(&o.soak, "soak", 0, "how long the rollout facts must hold without a break before the contract runs")
+	fs.DurationVar(&o.timeout, "rollout-timeout", time.Hour, "give up waiting for the rollout after this long (exit 3; the contract did not run); 0 waits forever")
+	fs.DurationVar(&o.interval, "interval", 2*time.Second, "time between two observations of the rollout")
+}
+
+// contractor is what `gate contract` needs once its flags are checked.
+type contractor struct {
+	*recorder
+	o   *contractOptions
+	src rollout.Source
+	log *slog.Logger
+}
+
+// runContract is `gate contract [flags] -- COMMAND [ARGS...]`: the contract step of an identity (what drops the
+// schema that older versions still use). It runs the command only when the identity's migration is recorded on
+// this database, its contract is not, and the rollout of the Deployment to the identity has ended with nothing
+// of another identity running or terminating (rollout.Evaluate) for --soak; it checks those facts again under
+// the release's migration lock right before the command starts, and records the contract step in the
+// identity's record once the command exits 0. When the Deployment left the identity (a rollback, a revert, a
+// newer version), the command never runs and the gate exits 0: the contract belongs to the identity that
+// serves.
+func runContract(ctx context.Context, o *contractOptions, e *env) error {
+	switch {
+	case len(o.argv) == 0:
+		return usageErrorf("the contract command is required after --")
+	case o.deployment == "":
+		return usageErrorf("--deployment is required")
+	case o.soak < 0 || o.timeout < 0 || o.interval <= 0:
+		return usageErrorf("--soak and --rollout-timeout must be >= 0, --interval > 0")
+	}
+	r, err := o.prepare(e)
+	if err != nil {
+		return err
+	}
+	r.started = e.now()
+	c := &contractor{recorder: r, o: o, log: e.logger(), src: r.clients.rollout(r.ns, o.deployment)}
+	if err := r.resolve(ctx, o.waitCM, c.log); err != nil {
+		return err
+	}
+	for {
+		if done, err := c.decide(ctx); done {
+			return err
+		}
+		v, err := rollout.Wait(ctx, rollout.WaitConfig{Identity: o.identity, Soak: o.soak, Timeout: o.timeout, Interval: o.interval, Log: c.log}, c.src)
+		switch {
+		case errors.Is(err, rollout.ErrTimeout):
+			err = fmt.Errorf("not running the contract of %s: %w", o.identity, err)
+			c.log.Error(err.Error())
+			return cli.Exit(exitTimeout, err)
+		case err != nil:
+			return r.exitFor(ctx, err)
+		case v.State == rollout.Left:
+			c.log.Info(fmt.Sprintf("not running the contract of %s, and never while another identity serves: %s", o.identity, v.Reason))
+			return nil
+		}
+		lock, done, err := c.lock(ctx, e)
+		if done {
+			return err
+		}
+		if lock == nil {
+			continue // the facts broke before the lock was taken: wait again
+		}
+		return c.run(ctx, e, lock)
+	}
+}
+
+// decide reads the records: it returns done=true (with the exit) when the contract must not run: the identity's
+// migration is not recorded on this database (refused), or its contract already ran (exit 0).
+func (c *contractor) decide(ctx context.Context) (bool, error) {
+	anchor, err := c.clients.configMaps(c.ns).Get(ctx, c.o.records, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		err = fmt.Errorf("not running the contract of %s: reading the records: %w", c.o.identity, err)
+		c.log.Error(err.Error())
+		return true, c.exitFor(ctx, err)
+	}
+	if apierrors.IsNotFound(err) {
+		anchor = nil
+	}
+	data, from, err := c.read(ctx, anchor)
+	if err != nil {
+		err = fmt.Errorf("not running the contract of %s: reading the records: %w", c.o.identity, err)
+		c.log.Error(err.Error())
+		return true, c.exitFor(ctx, err)
+	}
+	return c.decideOn(data, from)
+}
+
+// decideOn is decide on records already read (from names their ConfigMap).
+func (c *contractor) decideOn(data map[string]string, from string) (bool, error) {
+	entry, found, err := record.Lookup(data, c.o.identity)
+	if found && err == nil {
+		found, _ = c.database.Describes(entry.Database, entry.CompletedAt)
+	}
+	if !found {
+		err := fmt.Errorf("not running the contract of %s: its migration is not recorded on this database (ConfigMap %s/%s): "+
+			"a contract runs only after the migration it completes", c.o.identity, c.ns, from)
+		c.log.Error(err.Error())
+		return true, cli.Exit(exitRefused, err)
+	}
+	if !entry.ContractedAt.IsZero() {
+		c.log.Info(fmt.Sprintf("the contract of %s already ran (Job %s at %s): nothing to do", c.o.identity, entry.ContractJob,
+			entry.ContractedAt.UTC().Format(time.RFC3339)))
+		return true, nil
+	}
+	return false, nil
+}
+
+// lock takes the release's migration lock and checks the records and the rollout again under it. It returns
+// the lock when the contract may run, nil (and done=false) when the rollout facts broke meanwhile, and done=true
+// with the exit when it must not run at all.
+func (c *contractor) lock(ctx context.Context, e *env) (*record.Lock, bool, error) {
+	created, uid, _ := c.readJob(ctx, c.log)
+	l, cm, err := record.Acquire(ctx, c.clients.configMaps(c.ns), record.LockOptions{
+		Namespace:        c.ns,
+		ConfigMap:        c.recordsAt(),
+		Holder:           record.Holder{Identity: c.o.identity, Job: c.o.job, JobUID: uid, JobCreated: created, Pod: e.getenv("HOSTNAME")},
+		WaitForConfigMap: c.o.waitCM,
+		Now:              e.now,
+		Log:              c.log,
+	})
+	if err != nil {
+		err = fmt.Errorf("not running the contract of %s: %w", c.o.identity, err)
+		c.log.Error(err.Error())
+		return nil, true, c.exitFor(ctx, err)
+	}
+	release := func() {
+		if err := l.Release(context.WithoutCancel(ctx)); err != nil {
+			c.log.Warn(fmt.Sprintf("warning: %v", err))
+		}
+	}
+	if done, err := c.decideOn(cm.Data, c.recordsAt()); done {
+		release()
+		return nil, true, err
+	}
+	o, err := c.src.Observe(ctx)
+	if err != nil {
+		release()
+		c.log.Warn(fmt.Sprintf("cannot observe the rollout again under the lock: %v; waiting again", err))
+		return nil, false, nil
+	}
+	switch v := rollout.Evaluate(o, c.o.identity); v.State {
+	case rollout.Done:
+		c.log.Info(fmt.Sprintf("under the release's migration lock the rollout facts still hold: %s", v.Reason))
+		return l, false, nil
+	case rollout.Left:
+		release()
+		c.log.Info(fmt.Sprintf("not running the contract of %s, and never while another identity serves: %s", c.o.identity, v.Reason))
+		return nil, true, nil
+	default:
+		release()
+		c.log.Info(fmt.Sprintf("the rollout facts broke while the lock was taken (%s): waiting again", v.Reason))
+		return nil, false, nil
+	}
+}
+
+// run runs the contract command under lock and records the contract step when it exits 0.
+func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
+	defer func() {
+		if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
+			c.log.Warn(fmt.Sprintf("warning: %v: the next migration of this release waits until the lock expires", err))
+		}
+	}()
+	start := e.now()
+	childCtx, stopChild := context.WithCancel(ctx)
+	defer stopChild()
+	go func() {
+		select {
+		case <-lock.Lost():
+			c.log.Error(fmt.Sprintf("lost the release's migration lock while the contract of %s ran: stopping it (SIGTERM)", c.o.identity))
+			stopChild()
+		case <-childCtx.Done():
+		}
+	}()
+	code := runChild(childCtx, c.o.argv, e.Streams, c.log)
+	took := e.now().Sub(start).Round(time.Millisecond)
+	select {
+	case <-lock.Lost():
+		err := fmt.Errorf("contract command %q exited %d after %s, but the lock was lost while it ran: not recording it; the next run repeats it", c.o.argv[0], code, took)
+		c.log.Error(err.Error())
+		return cli.Exit(exitFailed, err)
+	default:
+	}
+	switch {
+	case code != exitOK:
+		err := fmt.Errorf("contract command %q exited %d after %s: nothing recorded; the running pods are untouched, and the next deploy of %s runs it again",
+			c.o.argv[0], code, took, c.o.identity)
+		c.log.Error(err.Error())
+		return cli.Exit(code, err)
+	case ctx.Err() != nil:
+		err := fmt.Errorf("contract command %q exited 0 after %s, but the gate was asked to stop while it ran: not recording it; the next run repeats it", c.o.argv[0], took)
+		c.log.Error(err.Error())
+		return cli.Exit(exitInterrupted, err)
+	}
+	cli.Logf(c.log)("contract command %q succeeded in %s", c.o.argv[0], took)
+	err := record.WriteContracted(ctx, c.clients.configMaps(c.ns), record.ContractOptions{
+		Namespace: c.ns, ConfigMap: c.recordsAt(), Identity: c.o.identity, Job: c.o.job, Retry: c.o.waitCM, Now: e.now, Log: c.log,
+	})
+	if err != nil {
+		c.log.Error(err.Error())
+		return c.exitFor(ctx, err)
+	}
+	return nil
+}
