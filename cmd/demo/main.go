@@ -49,6 +49,7 @@ Usage:
   demo migrate check    exit 0 iff the schema has DEMO_VERSION's migrations (version >= DEMO_VERSION)
   demo serve            serve the records API with health and readiness endpoints
   demo report           a batch task: record this start, count the records, exit
+  demo contract         the contract step: record when it started and which other versions were connected
   demo load             send steady traffic to the API and report failures and gaps
 
 Run "demo <command> --help" for the flags and environment variables of a command.
@@ -84,6 +85,8 @@ func run(ctx context.Context, args []string, e *env) error {
 		return loadCmd(ctx, args[1:], e)
 	case "report":
 		return reportCmd(ctx, args[1:], e)
+	case "contract":
+		return contractCmd(ctx, args[1:], e)
 	case "help", "-h", "-help", "--help":
 		_, _ = fmt.Fprint(e.Out, usage)
 		return nil

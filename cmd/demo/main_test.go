@@ -211,7 +211,8 @@ func TestHelpDocumentsEveryFlagAndEnvironmentVariable(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--help"}, []string{"demo migrate", "demo migrate status", "demo serve", "demo report", "demo load"}},
+		{[]string{"--help"}, []string{"demo migrate", "demo migrate status", "demo serve", "demo report", "demo load", "demo contract"}},
+		{[]string{"contract", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "PREMIGRATE_IDENTITY", "CONTRACT_TIMEOUT", "demo_contracts"}},
 		{[]string{"migrate", "--help"}, []string{"DATABASE_URL", "DEMO_VERSION", "SCHEMA_ACCEPT_DATA_LOSS", "DEMO_FAIL_MIGRATION", "DEMO_REFUSE_NEWER_SCHEMA", "MIGRATE_CONNECT_TIMEOUT", "PREMIGRATE_IDENTITY", "3  refused", "started_at, finished_at"}},
 		{[]string{"migrate", "status", "-h"}, []string{"DATABASE_URL", "DEMO_VERSION", "MIGRATE_CONNECT_TIMEOUT"}},
 		{[]string{"migrate", "check", "-h"}, []string{"DATABASE_URL", "DEMO_VERSION", "MIGRATE_CONNECT_TIMEOUT"}},
@@ -241,6 +242,8 @@ func TestUsageMistakesExitTwo(t *testing.T) {
 		{"migrate", "status", "extra"},
 		{"serve", "extra"},
 		{"report", "extra"},
+		{"contract", "extra"},
+		{"contract"},
 		{"load"},
 		{"load", "--target", "localhost:8080"},
 		{"load", "--target", "http://localhost", "--rate", "fast"},

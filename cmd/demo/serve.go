@@ -114,6 +114,9 @@ func runServe(ctx context.Context, s serveSettings, e *env) error {
 	if err != nil {
 		return fail(log, exitUsage, err, fmt.Sprintf("serve: configuration error: parse DATABASE_URL: %v", err))
 	}
+	// Its sessions name the app version and the pod: the database's own list of sessions says which
+	// versions are connected (demo contract records it).
+	poolCfg.ConnConfig.RuntimeParams["application_name"] = witness.ServeApplicationName(s.appVersion, s.pod)
 	// The pool connects lazily: the server starts (and answers /healthz) while the database is
 	// still unreachable; /readyz tells the difference.
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)

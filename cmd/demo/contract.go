@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/demo/migrate"
+	"github.com/premigrate/premigrate/internal/demo/witness"
+)
+
+const contractHelp = `Usage: demo contract
+
+The demo's contract step (migration.contract): what an app runs once no older version of it is left,
+to drop what only older versions used. The demo's records that it ran, in demo_contracts: the
+identity, the app version, when it started by the database's clock and the sessions of demo serve
+processes of another version connected at that moment (pg_stat_activity, by their application_name
+"demo serve v<DEMO_VERSION> <pod>"). It prints one line and exits 0: a test reads the database to
+tell whether the contract ran while older versions were still connected.
+
+Environment:
+  DATABASE_URL          PostgreSQL connection URL (required)
+  DEMO_VERSION          the schema version this binary is built for (default 1)
+  PREMIGRATE_IDENTITY   migration identity recorded with the row (default: NULL)
+  CONTRACT_TIMEOUT      how long to try the database before giving up (default 1m)
+
+Exit codes:
+  0  recorded
+  1  failure (the database did not answer in time)
+  2  usage or configuration error
+`
+
+func contractCmd(ctx context.Context, args []string, e *env) error {
+	fs := flag.NewFlagSet("demo contract", flag.ContinueOnError)
+	if done, err := parseFlags(fs, args, contractHelp, e); done {
+		return err
+	}
+	log := e.logger()
+	s, err := readServeSettings(e.getenv)
+	var timeout time.Duration
+	if err == nil {
+		timeout, err = durationSetting(e.getenv, "CONTRACT_TIMEOUT", time.Minute)
+	}
+	if err != nil {
+		return fail(log, exitUsage, err, fmt.Sprintf("contract: configuration error: %v", err))
+	}
+	conn, err := migrate.Connect(ctx, s.databaseURL, timeout, cli.StdLogger(log))
+	if err != nil {
+		return fail(log, exitFailure, err, fmt.Sprintf("contract: connect: %s", migrate.OneLine(err)))
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	c, err := witness.RecordContract(ctx, conn, s.identity, s.appVersion)
+	if err != nil {
+		return fail(log, exitFailure, err, fmt.Sprintf("contract: %s", migrate.OneLine(err)))
+	}
+	others := "none"
+	if len(c.OtherSessions) > 0 {
+		others = strings.Join(c.OtherSessions, ", ")
+	}
+	_, _ = fmt.Fprintf(e.Out, "contract: version %d, identity %q, started %s; sessions of other versions connected: %s\n",
+		s.appVersion, s.identity, c.StartedAt.UTC().Format(time.RFC3339Nano), others)
+	return nil
+}
