@@ -25,7 +25,7 @@ var env *framework.Env
 // also how the report groups its rows: before_ (no app pod starts before its migration ran), database_ (the
 // records describe this database), once_ (no migration runs twice or at once), forward_ (never backwards, no
 // data dropped unasked), failures_ (a migration that cannot run stops the deploy), paths_ (install, upgrade,
-// rollback, reinstall, TTL), gitops_, adoption_ and privilege_. The harness is main_test.go (set-up, the
+// rollback, reinstall, TTL), gitops_, adoption_, privilege_ and contract_ (nothing dropped while older code runs). The harness is main_test.go (set-up, the
 // verdict), report_test.go, scenarios_test.go (scenario()) and share_test.go (the scheduler: every scenario runs
 // in parallel, as much at once as it lets it, heavy and whole-cluster scenarios first).
 

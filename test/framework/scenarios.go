@@ -21,10 +21,11 @@ const (
 	GitOps         Promise = "under Argo CD and Flux"
 	Adoption       Promise = "in an adopter's own chart"
 	LeastPrivilege Promise = "restricted pods, name-scoped rights"
+	Contract       Promise = "nothing dropped while older code runs"
 )
 
 // Promises are the clauses in the report's order.
-var Promises = []Promise{Before, ThisDatabase, Once, Forward, NeverSkipped, EveryPath, GitOps, Adoption, LeastPrivilege}
+var Promises = []Promise{Before, ThisDatabase, Once, Forward, NeverSkipped, EveryPath, GitOps, Adoption, LeastPrivilege, Contract}
 
 // Scenario is a declared scenario: the ID the report lists and the promise it proves. Only Declare and
 // DeclareEach make one, so a test can record only a declared scenario.

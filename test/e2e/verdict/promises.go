@@ -15,7 +15,7 @@ import (
 var PromiseFiles = map[string]string{
 	"before_": "Before", "database_": "ThisDatabase", "once_": "Once", "forward_": "Forward",
 	"failures_": "NeverSkipped", "paths_": "EveryPath", "gitops_": "GitOps", "adoption_": "Adoption",
-	"privilege_": "LeastPrivilege",
+	"privilege_": "LeastPrivilege", "contract_": "Contract",
 }
 
 // CheckPromises parses the *_test.go files in dir and returns an error naming every scenario declared in a file

@@ -1,0 +1,175 @@
+{{/*
+The contract step (migration.contract): what drops the schema older versions still use, run by `gate contract`
+only once the rollout of contract.deployment to this identity has ended with nothing of another identity
+running or terminating (docs/design.md, "The contract step"). Empty unless the migration is enabled and
+contract.command is set. Every template takes the library's argument (premigrate-lib.config).
+*/}}
+
+{{/*
+The contract Job: the migration Job's pod (image, environment, init containers and sidecars, security
+contexts, volumes, scheduling) with `gate contract` in its container, its own ServiceAccount, and its own name,
+<fullname>-contract-<hash of the identity and the contract values>: a new contract command is a new Job, never a
+patch of an immutable one. Hook mode: a post-install,post-upgrade hook (Helm runs it after the release's objects
+and, with --wait, after they are ready; never on a rollback). argocd mode: a PostSync hook. job mode: a plain Job.
+*/}}
+{{- define "premigrate-lib.contractJob" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.contract.enabled -}}
+{{- $k := $c.contract -}}
+{{- $job := include "premigrate-lib.migrationJob" . | fromYaml -}}
+{{- $spec := $job.spec -}}
+{{- $pod := $spec.template -}}
+{{- $ctr := first $pod.spec.containers -}}
+{{- $cmd := list "/premigrate/gate" "contract" "--identity" $c.identity "--records" $c.recordsName "--store" $c.storeName "--job" "$(JOB_NAME)" "--deployment" $k.deployment "--soak" (printf "%ds" (int $k.soakSeconds)) "--rollout-timeout" $k.rolloutTimeout -}}
+{{- $cmd = concat $cmd (include "premigrate-lib.databaseArgs" $c | fromJsonArray) (list "--") $k.command -}}
+{{- $_ := set $ctr "name" "contract" -}}
+{{- $_ = set $ctr "command" $cmd -}}
+{{- if $k.args -}}
+{{- $_ = set $ctr "args" $k.args -}}
+{{- else -}}
+{{- $_ = unset $ctr "args" -}}
+{{- end -}}
+{{- $_ = set $pod.spec "serviceAccountName" $k.name -}}
+{{- $_ = set $pod.metadata "labels" (merge (dict "app.kubernetes.io/component" "contract") $pod.metadata.labels) -}}
+{{- /* the exit codes of fail-fast are the migration's; a contract that fails is retried up to backoffLimit */ -}}
+{{- $_ = set $spec "podFailurePolicy" (dict "rules" (list (dict "action" "Ignore" "onPodConditions" (list (dict "type" "DisruptionTarget" "status" "True"))))) -}}
+{{- $_ = set $spec "activeDeadlineSeconds" $k.activeDeadlineSeconds -}}
+{{- if kindIs "invalid" $c.ttlSecondsAfterFinished -}}
+{{- $_ = unset $spec "ttlSecondsAfterFinished" -}}
+{{- else -}}
+{{- $_ = set $spec "ttlSecondsAfterFinished" $c.ttlSecondsAfterFinished -}}
+{{- end -}}
+{{- $labels := include "premigrate-lib.labels" (dict "c" $c "component" "contract") | fromYaml -}}
+{{- $_ = set $labels "premigrate.io/identity" $c.identity -}}
+{{- $meta := dict "name" $k.jobName "labels" $labels -}}
+{{- with include "premigrate-lib.contractAnnotations" $c | fromYaml -}}
+{{- $_ = set $meta "annotations" . -}}
+{{- end -}}
+{{- toYaml (dict "apiVersion" "batch/v1" "kind" "Job" "metadata" $meta "spec" $spec) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Annotations of the contract Job. Argument: the resolved configuration. YAML.
+*/}}
+{{- define "premigrate-lib.contractAnnotations" -}}
+{{- if eq .mode "hook" -}}
+helm.sh/hook: post-install,post-upgrade
+helm.sh/hook-weight: "0"
+helm.sh/hook-delete-policy: before-hook-creation
+{{- if .hookOutputLogs }}
+helm.sh/hook-output-log-policy: hook-failed
+{{- end }}
+{{- else if eq .mode "argocd" -}}
+argocd.argoproj.io/hook: PostSync
+argocd.argoproj.io/hook-delete-policy: BeforeHookCreation
+{{- end -}}
+{{- end }}
+
+{{/*
+The contract's ServiceAccount: its token only in the contract pod (automountServiceAccountToken there), the
+migration's ServiceAccount annotations (a cloud database identity).
+*/}}
+{{- define "premigrate-lib.contractServiceAccount" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.contract.enabled -}}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $c.contract.name }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "contract") | nindent 4 }}
+  {{- with $c.serviceAccountAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+automountServiceAccountToken: false
+{{- end }}
+{{- end }}
+
+{{/*
+The contract's Role: read and update the records ConfigMaps, by name (the release's migration lock and the
+contract's record); get its Job, by name (its creation time); get the Deployment, by name, and list its
+ReplicaSets and pods (list cannot be limited to names: the rollout facts); get the object that holds the
+database's data, by name.
+*/}}
+{{- define "premigrate-lib.contractRole" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.contract.enabled -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $c.contract.name }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "contract") | nindent 4 }}
+rules:
+  - apiGroups:
+      - ""
+    resources:
+      - configmaps
+    resourceNames:
+      - {{ $c.recordsName }}
+      - {{ $c.storeName }}
+    verbs:
+      - get
+      - update
+  - apiGroups:
+      - batch
+    resources:
+      - jobs
+    resourceNames:
+      - {{ $c.contract.jobName }}
+    verbs:
+      - get
+  - apiGroups:
+      - apps
+    resources:
+      - deployments
+    resourceNames:
+      - {{ $c.contract.deployment }}
+    verbs:
+      - get
+  - apiGroups:
+      - apps
+    resources:
+      - replicasets
+    verbs:
+      - list
+  - apiGroups:
+      - ""
+    resources:
+      - pods
+    verbs:
+      - list
+  {{- with $c.database.object }}
+  - apiGroups:
+      - ""
+    resources:
+      - {{ printf "%ss" (regexReplaceAll "/.*$" . "") }}
+    resourceNames:
+      - {{ regexReplaceAll "^[^/]*/" . "" }}
+    verbs:
+      - get
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "premigrate-lib.contractRoleBinding" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if $c.contract.enabled -}}
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $c.contract.name }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "contract") | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $c.contract.name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $c.contract.name }}
+    namespace: {{ $c.root.Release.Namespace }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,114 @@
+package render
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+const contractValues = "migration: {contract: {command: [/demo, contract], soakSeconds: 5}}"
+
+// contractJob is the one Job of r whose name starts with <fullname>-contract-.
+func contractJob(t *testing.T, r *result) *batchv1.Job {
+	t.Helper()
+	var found []*batchv1.Job
+	for _, o := range r.ofKind("Job") {
+		if strings.HasPrefix(o.name(), fullname+"-contract-") {
+			found = append(found, o.obj.(*batchv1.Job))
+		}
+	}
+	require.Len(t, found, 1, "contract Jobs among %s", r.summary())
+	return found[0]
+}
+
+func TestNoContractStepIsRenderedUnlessItsCommandIsSet(t *testing.T) {
+	r := render(t, renderOptions{upgrade: true})
+	for _, kind := range []string{"Job", "ServiceAccount", "Role", "RoleBinding"} {
+		for _, o := range r.ofKind(kind) {
+			assert.NotContains(t, o.name(), "contract", "%s rendered without migration.contract.command", kind)
+		}
+	}
+	r = render(t, renderOptions{upgrade: true, values: "migration: {enabled: false, contract: {command: [/demo, contract]}}"})
+	for _, o := range r.ofKind("Job") {
+		assert.NotContains(t, o.name(), "contract", "a contract without its migration")
+	}
+}
+
+func TestTheContractJobRunsGateContractOnTheMigrationsPodWithItsOwnServiceAccount(t *testing.T) {
+	r := render(t, renderOptions{upgrade: true, values: contractValues})
+	job := contractJob(t, r)
+	identity := r.deployment(t).Spec.Template.Annotations["premigrate.io/identity"]
+	require.NotEmpty(t, identity)
+	assert.Equal(t, identity, job.Labels["premigrate.io/identity"])
+	pod := job.Spec.Template.Spec
+	c := container(t, pod.Containers, "contract")
+	cmd := strings.Join(c.Command, " ")
+	assert.Contains(t, cmd, "/premigrate/gate contract --identity "+identity+" --records "+fullname+"-migrations --store "+fullname+"-migration-records --job $(JOB_NAME) --deployment "+fullname+" --soak 5s --rollout-timeout 1h")
+	assert.True(t, strings.HasSuffix(cmd, " -- /demo contract"), "the contract command after --: %s", cmd)
+	assert.Empty(t, c.Args)
+	assert.Equal(t, fullname+"-contract", pod.ServiceAccountName)
+	assert.Equal(t, "contract", job.Spec.Template.Labels["app.kubernetes.io/component"])
+	assert.NotContains(t, job.Spec.Template.Labels, "app.kubernetes.io/name", "the contract pod must not match the app's selectors")
+	if _, ok := envVar(c.Env, "DATABASE_URL"); !ok {
+		t.Errorf("the contract has not the migration's environment: %v", envNames(c.Env))
+	}
+	migration := mustFind[*batchv1.Job](t, r, "Job", fullname+"-migrate")
+	assert.Equal(t, migration.Spec.Template.Spec.InitContainers, pod.InitContainers, "the migration pod's init containers (the gate's delivery, sidecars)")
+	assert.Equal(t, migration.Spec.Template.Spec.SecurityContext, pod.SecurityContext)
+	assert.EqualValues(t, 1800, *job.Spec.ActiveDeadlineSeconds)
+}
+
+func TestTheContractJobIsAPostHookInHookModeAPostSyncHookInArgocdModeAndPlainInJobMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		want map[string]string
+	}{
+		{"hook", map[string]string{"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}},
+		{"argocd", map[string]string{"argocd.argoproj.io/hook": "PostSync", "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation"}},
+		{"job", nil},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			r := render(t, renderOptions{upgrade: true, values: "migration: {mode: " + tc.mode + ", contract: {command: [/demo, contract]}}\npostgresql: {auth: {password: pw}}"})
+			job := contractJob(t, r)
+			for k, v := range tc.want {
+				assert.Equal(t, v, job.Annotations[k], k)
+			}
+			if tc.want == nil {
+				assert.Empty(t, job.Annotations, "a plain Job")
+			}
+		})
+	}
+}
+
+func TestAChangedContractIsANewJobAndLeavesTheIdentityAlone(t *testing.T) {
+	a := render(t, renderOptions{upgrade: true, values: contractValues})
+	b := render(t, renderOptions{upgrade: true, values: "migration: {contract: {command: [/demo, contract], args: [--drop], soakSeconds: 5}}"})
+	assert.NotEqual(t, contractJob(t, a).Name, contractJob(t, b).Name, "a patch of an immutable Job otherwise")
+	assert.Equal(t, a.deployment(t).Spec.Template.Annotations["premigrate.io/identity"], b.deployment(t).Spec.Template.Annotations["premigrate.io/identity"])
+	assert.Equal(t, []string{"--drop"}, container(t, contractJob(t, b).Spec.Template.Spec.Containers, "contract").Args)
+}
+
+func TestTheContractsRoleReadsTheRolloutAndItsRecordsAndNothingElse(t *testing.T) {
+	r := render(t, renderOptions{upgrade: true, values: contractValues})
+	job := contractJob(t, r)
+	sa := mustFind[*corev1.ServiceAccount](t, r, "ServiceAccount", fullname+"-contract")
+	assert.False(t, *sa.AutomountServiceAccountToken)
+	role := mustFind[*rbacv1.Role](t, r, "Role", fullname+"-contract")
+	assert.ElementsMatch(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations", fullname + "-migration-records"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{job.Name}, Verbs: []string{"get"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{fullname}, Verbs: []string{"get"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, ResourceNames: []string{"data-" + fullname + "-postgresql-0"}, Verbs: []string{"get"}},
+	}, role.Rules)
+	binding := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", fullname+"-contract")
+	assert.Equal(t, fullname+"-contract", binding.RoleRef.Name)
+	assert.True(t, slices.ContainsFunc(binding.Subjects, func(s rbacv1.Subject) bool { return s.Name == fullname+"-contract" }))
+}
