@@ -50,10 +50,17 @@ func contractRows(t *testing.T, r *framework.Release) []contractRow {
 	return rows
 }
 
-// podEnds records when each pod of the release's app left the API server (the watch's DELETED event), by name.
+// podEnd is how one app pod ended, from the API server: when its deletion was asked (deletionTimestamp), when
+// its app container exited (finishedAt, as the kubelet reported it, to the second) and when the watch saw the
+// object go.
+type podEnd struct {
+	deleted, finished, gone time.Time
+}
+
+// podEnds records how each pod of the release's app ended, by name (a watch from now on).
 type podEnds struct {
 	mu   sync.Mutex
-	gone map[string]time.Time
+	ends map[string]*podEnd
 }
 
 func watchPodEnds(ctx context.Context, t *testing.T, ns, selector string) *podEnds {
@@ -62,39 +69,58 @@ func watchPodEnds(ctx context.Context, t *testing.T, ns, selector string) *podEn
 	if err != nil {
 		t.Fatalf("watching the app's pods: %v", err)
 	}
-	e := &podEnds{gone: map[string]time.Time{}}
+	e := &podEnds{ends: map[string]*podEnd{}}
 	go func() {
 		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted {
-				e.mu.Lock()
-				e.gone[p.Name] = time.Now()
-				e.mu.Unlock()
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
 			}
+			e.mu.Lock()
+			end := e.ends[p.Name]
+			if end == nil {
+				end = &podEnd{}
+				e.ends[p.Name] = end
+			}
+			if p.DeletionTimestamp != nil {
+				end.deleted = p.DeletionTimestamp.Time
+			}
+			for _, c := range p.Status.ContainerStatuses {
+				if c.Name == "app" && c.State.Terminated != nil {
+					end.finished = c.State.Terminated.FinishedAt.Time
+				}
+			}
+			if ev.Type == watch.Deleted {
+				end.gone = time.Now()
+			}
+			e.mu.Unlock()
 		}
 	}()
 	t.Cleanup(w.Stop)
 	return e
 }
 
-func (e *podEnds) of(pods []corev1.Pod) (last time.Time, missing []string) {
+// of returns how the pods ended, and the names of those not gone yet or whose app container's exit was not seen.
+func (e *podEnds) of(pods []corev1.Pod) (ends map[string]podEnd, missing []string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	ends = map[string]podEnd{}
 	for _, p := range pods {
-		at, ok := e.gone[p.Name]
-		if !ok {
+		end := e.ends[p.Name]
+		if end == nil || end.gone.IsZero() || end.finished.IsZero() {
 			missing = append(missing, p.Name)
+			continue
 		}
-		if at.After(last) {
-			last = at
-		}
+		ends[p.Name] = *end
 	}
-	return last, missing
+	return ends, missing
 }
 
 // TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft upgrades v1 -> v2 with a contract step (the demo's, which
 // records in the database when it started and which sessions of other app versions the database had then),
-// the old pods keeping their process 40 s after SIGTERM. The contract runs after the last v1 pod is gone (the
-// API server's DELETED events), the database saw no v1 session at its start, and the records hold it. Control,
+// the old pods keeping their process 40 s after SIGTERM. The contract starts after every v1 pod's app exited
+// (the kubelet's finishedAt, through the API server), the database saw no v1 session at its start, and the records hold it; the same
+// upgrade again does not run it again. Control,
 // the same upgrade v2 -> v3 with the contract as a plain post-upgrade hook (what charts do today): the database
 // sees the v2 sessions at its start.
 func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
@@ -126,9 +152,9 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Numbers["upgradeWithContractSec"] = d.Seconds()
 	id := r.AppIdentity(ctx)
-	lastGone, missing := ends.of(old)
+	oldEnds, missing := ends.of(old)
 	if len(missing) > 0 {
-		t.Fatalf("the v1 pods %v were still there when helm upgrade with the contract ended (%s)", missing, d.Round(time.Second))
+		t.Fatalf("the v1 pods %v were still there, or their app container's exit unseen, when helm upgrade with the contract ended (%s)", missing, d.Round(time.Second))
 	}
 	rows := contractRows(t, r)
 	var v2 *contractRow
@@ -143,30 +169,44 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 	if v2 == nil {
 		t.Fatalf("the contract of v2 never ran: demo_contracts %+v", rows)
 	}
-	t.Logf("timeline (v1 -> v2): the last v1 pod left the API server at %s, the contract started at %s by the database's clock (%s later); helm upgrade took %s",
-		lastGone.UTC().Format("15:04:05.000"), v2.startedAt.UTC().Format("15:04:05.000"), v2.startedAt.Sub(lastGone).Round(time.Millisecond), d.Round(time.Second))
-	res.Numbers["contractAfterLastOldPodSec"] = v2.startedAt.Sub(lastGone).Seconds()
+	migrated, _ := r.MigrationFinished(id)
+	clock := func(at time.Time) string { return at.UTC().Format("15:04:05.000") }
+	timeline := []string{fmt.Sprintf("v2's migration (expand) finished %s (database)", clock(migrated))}
+	for name, end := range oldEnds {
+		timeline = append(timeline, fmt.Sprintf("v1 pod %s: deletion %s (API server), app exited %s (kubelet, to the second), gone %s (watch)",
+			name, clock(end.deleted), end.finished.UTC().Format("15:04:05"), clock(end.gone)))
+		// the kubelet reports the exit to the second, rounded down: the exit was at or after it
+		if v2.startedAt.Before(end.finished) {
+			t.Errorf("the contract started at %s, before the v1 pod %s's app exited at %s", clock(v2.startedAt), name, end.finished.UTC().Format("15:04:05"))
+		}
+		res.Numbers["contractAfterDeletionSec"] = max(res.Numbers["contractAfterDeletionSec"], v2.startedAt.Sub(end.deleted).Seconds())
+	}
+	timeline = append(timeline, fmt.Sprintf("the contract started %s (database), helm upgrade took %s", clock(v2.startedAt), d.Round(time.Second)))
+	t.Logf("timeline of the upgrade v1 -> v2:\n  %s", strings.Join(timeline, "\n  "))
 	if v2.otherSessions != "" {
 		t.Errorf("the contract of v2 started while the database had sessions of other versions: %s", v2.otherSessions)
 	}
 	if v2.identity != id {
 		t.Errorf("the contract ran for identity %q, the Deployment runs %q", v2.identity, id)
 	}
-	if !v2.startedAt.After(lastGone.Add(-time.Second)) {
-		t.Errorf("the contract started at %s, before the last v1 pod left at %s", v2.startedAt, lastGone)
-	}
 	e, found, err := record.Lookup(r.Records(ctx), id)
 	if err != nil || !found || e.ContractedAt.IsZero() {
 		t.Errorf("the records hold no contract step for %s (found %v, %v): %+v", id, found, err, e)
 	}
+	// the same upgrade again: the post-upgrade hook runs gate contract for the same identity, which finds its
+	// contract recorded and runs nothing
+	_, d = r.MustDeploy(values("v2", true))
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	if n := len(contractRows(t, r)); n != len(rows) {
+		t.Errorf("the same upgrade again ran the contract again: %d rows in demo_contracts, %d before", n, len(rows))
+	}
 	r.AssertWitness(ctx, id)
 
 	// control: the contract as a plain post-upgrade hook, without the gate
-	old = r.AppPods(ctx, id)
 	control := framework.Merge(values("v3", false), map[string]any{"extraObjects": []any{fmt.Sprintf(contractHookControl, r.Fullname())}})
 	_, d = r.MustDeploy(control)
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	res.Upgrades = 2
+	res.Upgrades = 3
 	var v3 *contractRow
 	for _, row := range contractRows(t, r) {
 		if row.appVersion == 3 {
@@ -179,9 +219,7 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 	case !strings.Contains(v3.otherSessions, "demo serve v2 "):
 		t.Errorf("control: the plain post-upgrade hook's contract saw no v2 session (%q): the database witness cannot tell a contract run too early", v3.otherSessions)
 	default:
-		_, stillThere := ends.of(old)
-		t.Logf("control: the plain post-upgrade hook's contract started at %s with %d v2 pods not yet gone; the database saw: %s",
-			v3.startedAt.UTC().Format("15:04:05.000"), len(stillThere), v3.otherSessions)
+		t.Logf("control: the plain post-upgrade hook's contract started at %s; the database saw: %s", v3.startedAt.UTC().Format("15:04:05.000"), v3.otherSessions)
 	}
 }
 
