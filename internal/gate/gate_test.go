@@ -63,6 +63,27 @@ func TestWaitDecidesFromTheStateItFinds(t *testing.T) {
 			reason: "DeadlineExceeded",
 		},
 		{
+			name: "fails when an identity deployed after it contracted the schema (a rollback after the contract)",
+			objects: []runtime.Object{withRecord(recordsConfigMap(identity), "2222222222",
+				`{"completedAt":"2026-01-02T04:00:00Z","job":"shop-app-migrate","jobCreated":"2026-01-02T03:59:00Z","contractedAt":"2026-01-02T04:05:00.000Z","contractJob":"shop-app-contract-x"}`)},
+			want:   gate.Failed,
+			reason: "SchemaContracted",
+		},
+		{
+			name: "succeeds when an identity deployed after it is recorded but its contract has not run",
+			objects: []runtime.Object{withRecord(recordsConfigMap(identity), "2222222222",
+				`{"completedAt":"2026-01-02T04:00:00Z","job":"shop-app-migrate","jobCreated":"2026-01-02T03:59:00Z"}`)},
+			want:     gate.Succeeded,
+			recorded: true,
+		},
+		{
+			name: "succeeds when only an identity deployed before it contracted the schema",
+			objects: []runtime.Object{withRecord(recordsConfigMap(identity), "0000000000",
+				`{"completedAt":"2026-01-01T04:00:00Z","job":"shop-app-migrate","jobCreated":"2026-01-01T03:59:00Z","contractedAt":"2026-01-01T04:05:00.000Z","contractJob":"c"}`)},
+			want:     gate.Succeeded,
+			recorded: true,
+		},
+		{
 			name:    "waits while the Job is pending",
 			objects: []runtime.Object{migrationJob(), recordsConfigMap()},
 			want:    gate.TimedOut,
@@ -151,7 +172,11 @@ func TestWaitDecidesFromTheStateItFinds(t *testing.T) {
 				t.Errorf("reason = %q, want %q", r.res.Reason, tt.reason)
 			}
 			if tt.want == gate.Failed {
-				for _, want := range []string{tt.reason, "kubectl logs -n shop job/" + jobName + " -c migrate"} {
+				wants := []string{tt.reason, "kubectl logs -n shop job/" + jobName + " -c migrate"}
+				if tt.reason == "SchemaContracted" { // no Job failed: the summary names both identities and what to do
+					wants = []string{"identity 2222222222, deployed after it, contracted the schema", "deploy 2222222222 or a later version"}
+				}
+				for _, want := range wants {
 					if !strings.Contains(l.String(), want) {
 						t.Errorf("logs do not mention %q:\n%s", want, &l)
 					}

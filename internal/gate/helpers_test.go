@@ -80,6 +80,12 @@ func recordsConfigMap(identities ...string) *corev1.ConfigMap {
 	return cm
 }
 
+// withRecord adds the record value of identity to cm.
+func withRecord(cm *corev1.ConfigMap, identity, value string) *corev1.ConfigMap {
+	cm.Data[identity] = value
+	return cm
+}
+
 // logs collects log lines as "LEVEL message"; safe for concurrent use. It is the slog.Handler of the
 // gate's logger in these tests.
 type logs struct {

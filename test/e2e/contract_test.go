@@ -50,7 +50,8 @@ func contractRows(t *testing.T, r *framework.Release) []contractRow {
 	return rows
 }
 
-// podEnd is how one app pod ended, from the API server: when its deletion was asked (deletionTimestamp), when
+// podEnd is how one app pod ended, from the API server: when its deletion was asked (deletionTimestamp less the
+// grace period, to the second), when
 // its app container exited (finishedAt, as the kubelet reported it, to the second) and when the watch saw the
 // object go.
 type podEnd struct {
@@ -82,8 +83,13 @@ func watchPodEnds(ctx context.Context, t *testing.T, ns, selector string) *podEn
 				end = &podEnd{}
 				e.ends[p.Name] = end
 			}
-			if p.DeletionTimestamp != nil {
+			if p.DeletionTimestamp != nil && end.deleted.IsZero() {
+				// the deletionTimestamp of a graceful deletion is when the grace period ends: the request is
+				// that much earlier
 				end.deleted = p.DeletionTimestamp.Time
+				if g := p.DeletionGracePeriodSeconds; g != nil {
+					end.deleted = end.deleted.Add(-time.Duration(*g) * time.Second)
+				}
 			}
 			for _, c := range p.Status.ContainerStatuses {
 				if c.Name == "app" && c.State.Terminated != nil {
@@ -120,7 +126,8 @@ func (e *podEnds) of(pods []corev1.Pod) (ends map[string]podEnd, missing []strin
 // records in the database when it started and which sessions of other app versions the database had then),
 // the old pods keeping their process 40 s after SIGTERM. The contract starts after every v1 pod's app exited
 // (the kubelet's finishedAt, through the API server), the database saw no v1 session at its start, and the records hold it; the same
-// upgrade again does not run it again. Control,
+// upgrade again does not run it again; a rollback to v1 after the contract has its pod refused by the gate,
+// naming both identities, while v2's pods serve. Control,
 // the same upgrade v2 -> v3 with the contract as a plain post-upgrade hook (what charts do today): the database
 // sees the v2 sessions at its start.
 func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
@@ -142,7 +149,8 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 	}
 	_, d := r.MustDeploy(values("v1", true))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	old := r.AppPods(ctx, r.AppIdentity(ctx))
+	v1 := r.AppIdentity(ctx)
+	old := r.AppPods(ctx, v1)
 	if len(old) != 2 {
 		t.Fatalf("v1 runs %d pods, want 2", len(old))
 	}
@@ -201,6 +209,44 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 		t.Errorf("the same upgrade again ran the contract again: %d rows in demo_contracts, %d before", n, len(rows))
 	}
 	r.AssertWitness(ctx, id)
+
+	// a rollback after the contract: v1's code would run on the schema v2's contract changed. The gate refuses its
+	// new pod, naming both identities, and v2's pods keep serving; no v1 process reaches the database.
+	since := r.Psql("select clock_timestamp()")
+	env.Run.Must(t, env.Helm4, "rollback", r.Name, "1", "-n", ns)
+	var refused corev1.Pod
+	framework.WaitUntil(t, "the gate to refuse the rolled-back v1 pod", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, p := range r.AppPods(ctx, v1) {
+			for _, c := range p.Status.InitContainerStatuses {
+				for _, st := range []corev1.ContainerState{c.State, c.LastTerminationState} {
+					if c.Name == "wait-for-migration" && st.Terminated != nil && st.Terminated.ExitCode == 1 {
+						refused = p
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	})
+	out, err := env.Run.Run(t, env.Kubectl, "logs", "-n", ns, refused.Name, "-c", "wait-for-migration", "--previous")
+	if err != nil {
+		out, _ = env.Run.Run(t, env.Kubectl, "logs", "-n", ns, refused.Name, "-c", "wait-for-migration")
+	}
+	if want := "identity " + id + ", deployed after it, contracted the schema"; !strings.Contains(out, want) || !strings.Contains(out, v1) {
+		t.Errorf("the refused v1 pod's gate does not say %q naming %s:\n%s", want, v1, out)
+	}
+	ready := 0
+	for _, p := range r.AppPods(ctx, id) {
+		if p.DeletionTimestamp == nil && podReady(p) {
+			ready++
+		}
+	}
+	if ready != 2 {
+		t.Errorf("%d v2 pods Ready while the rollback's pod is refused, want 2", ready)
+	}
+	if n := r.PsqlInt("select count(*) from demo_pod_starts where app_version = 1 and connected_at > '" + since + "'"); n != 0 {
+		t.Errorf("%d v1 processes reached the database after the rollback past the contract", n)
+	}
 
 	// control: the contract as a plain post-upgrade hook, without the gate
 	control := framework.Merge(values("v3", false), map[string]any{"extraObjects": []any{fmt.Sprintf(contractHookControl, r.Fullname())}})
