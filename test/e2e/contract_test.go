@@ -122,49 +122,45 @@ func (e *podEnds) of(pods []corev1.Pod) (ends map[string]podEnd, missing []strin
 	return ends, missing
 }
 
-// TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft upgrades v1 -> v2 with a contract step (the demo's, which
-// records in the database when it started and which sessions of other app versions the database had then),
-// the old pods keeping their process 40 s after SIGTERM. The contract starts after every v1 pod's app exited
-// (the kubelet's finishedAt, through the API server), the database saw no v1 session at its start, and the records hold it; the same
-// upgrade again does not run it again; a rollback to v1 after the contract has its pod refused by the gate,
-// naming both identities, while v2's pods serve. Control,
-// the same upgrade v2 -> v3 with the contract as a plain post-upgrade hook (what charts do today): the database
-// sees the v2 sessions at its start.
-func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
-	share(t, weightOne, 150*time.Second)
-	res := scenario(t, contractAfterOldPodsScenario, env.Helm4)
-	ctx := context.Background()
-	ns := env.NewNamespace(t, "contract", restricted)
-	r := env.NewRelease(t, ns, "app", env.Helm4)
-	values := func(tag string, contract bool) map[string]any {
-		v := framework.Merge(framework.BaseValues(), map[string]any{
-			"image":                         map[string]any{"tag": tag},
-			"env":                           []any{framework.EnvVar("SHUTDOWN_DELAY", contractShutdownDelay.String())},
-			"terminationGracePeriodSeconds": int(contractShutdownDelay.Seconds()) + 20,
-		})
-		if contract {
-			v = framework.Merge(v, map[string]any{"migration": map[string]any{"contract": map[string]any{"command": []any{"/demo", "contract"}}}})
-		}
-		return v
+// contractValues are the values of demo version tag, with the demo's contract step when contract is set; the
+// app's pods keep their process contractShutdownDelay after SIGTERM.
+func contractValues(tag string, contract bool) map[string]any {
+	v := framework.Merge(framework.BaseValues(), map[string]any{
+		"image":                         map[string]any{"tag": tag},
+		"env":                           []any{framework.EnvVar("SHUTDOWN_DELAY", contractShutdownDelay.String())},
+		"terminationGracePeriodSeconds": int(contractShutdownDelay.Seconds()) + 20,
+	})
+	if contract {
+		v = framework.Merge(v, map[string]any{"migration": map[string]any{"contract": map[string]any{"command": []any{"/demo", "contract"}}}})
 	}
-	_, d := r.MustDeploy(values("v1", true))
+	return v
+}
+
+// upgradeWithContract installs v1 and upgrades it to v2 with deploy (which returns once the tool is done), both
+// with the demo's contract step, and checks from the API server and the database that v2's contract started
+// after every v1 pod's app exited, with no session of another version in the database, once, and that the
+// records hold it. It returns the identities of v1 and v2 and the rows of demo_contracts.
+func upgradeWithContract(t *testing.T, res *scenarioResult, r *framework.Release, deploy func(map[string]any) time.Duration) (v1, id string, rows []contractRow) {
+	t.Helper()
+	ctx := context.Background()
+	d := deploy(contractValues("v1", true))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
-	v1 := r.AppIdentity(ctx)
+	v1 = r.AppIdentity(ctx)
 	old := r.AppPods(ctx, v1)
 	if len(old) != 2 {
 		t.Fatalf("v1 runs %d pods, want 2", len(old))
 	}
-	ends := watchPodEnds(ctx, t, ns, "app.kubernetes.io/instance="+r.Name+",app.kubernetes.io/component=app")
+	ends := watchPodEnds(ctx, t, r.Namespace, "app.kubernetes.io/instance="+r.Name+",app.kubernetes.io/component=app")
 
-	_, d = r.MustDeploy(values("v2", true))
+	d = deploy(contractValues("v2", true))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Numbers["upgradeWithContractSec"] = d.Seconds()
-	id := r.AppIdentity(ctx)
+	id = r.AppIdentity(ctx)
 	oldEnds, missing := ends.of(old)
 	if len(missing) > 0 {
-		t.Fatalf("the v1 pods %v were still there, or their app container's exit unseen, when helm upgrade with the contract ended (%s)", missing, d.Round(time.Second))
+		t.Fatalf("the v1 pods %v were still there, or their app container's exit unseen, when the upgrade with the contract ended (%s)", missing, d.Round(time.Second))
 	}
-	rows := contractRows(t, r)
+	rows = contractRows(t, r)
 	var v2 *contractRow
 	for i := range rows {
 		if rows[i].appVersion == 2 {
@@ -189,7 +185,7 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 		}
 		res.Numbers["contractAfterDeletionSec"] = max(res.Numbers["contractAfterDeletionSec"], v2.startedAt.Sub(end.deleted).Seconds())
 	}
-	timeline = append(timeline, fmt.Sprintf("the contract started %s (database), helm upgrade took %s", clock(v2.startedAt), d.Round(time.Second)))
+	timeline = append(timeline, fmt.Sprintf("the contract started %s (database), the upgrade took %s", clock(v2.startedAt), d.Round(time.Second)))
 	t.Logf("timeline of the upgrade v1 -> v2:\n  %s", strings.Join(timeline, "\n  "))
 	if v2.otherSessions != "" {
 		t.Errorf("the contract of v2 started while the database had sessions of other versions: %s", v2.otherSessions)
@@ -201,9 +197,29 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 	if err != nil || !found || e.ContractedAt.IsZero() {
 		t.Errorf("the records hold no contract step for %s (found %v, %v): %+v", id, found, err, e)
 	}
+	return v1, id, rows
+}
+
+// TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft upgrades v1 -> v2 with a contract step (the demo's, which
+// records in the database when it started and which sessions of other app versions the database had then),
+// the old pods keeping their process 40 s after SIGTERM (upgradeWithContract). The same upgrade again does not
+// run it again; a rollback to v1 after the contract has its pod refused by the gate, naming both identities,
+// while v2's pods serve. Control, the same upgrade v2 -> v3 with the contract as a plain post-upgrade hook (what
+// charts do today): the database sees the v2 sessions at its start.
+func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
+	share(t, weightOne, 150*time.Second)
+	res := scenario(t, contractAfterOldPodsScenario, env.Helm4)
+	ctx := context.Background()
+	ns := env.NewNamespace(t, "contract", restricted)
+	r := env.NewRelease(t, ns, "app", env.Helm4)
+	v1, id, rows := upgradeWithContract(t, res, r, func(v map[string]any) time.Duration {
+		_, d := r.MustDeploy(v)
+		return d
+	})
+	values := contractValues
 	// the same upgrade again: the post-upgrade hook runs gate contract for the same identity, which finds its
 	// contract recorded and runs nothing
-	_, d = r.MustDeploy(values("v2", true))
+	_, d := r.MustDeploy(values("v2", true))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	if n := len(contractRows(t, r)); n != len(rows) {
 		t.Errorf("the same upgrade again ran the contract again: %d rows in demo_contracts, %d before", n, len(rows))
@@ -306,3 +322,45 @@ spec:
             capabilities:
               drop: [ALL]
 `
+
+var (
+	contractHelm3Scenario = scenarios.Declare(framework.Contract, "contract-after-old-pods-helm3")
+	contractApplyScenario = scenarios.Declare(framework.Contract, "contract-kubectl-apply")
+)
+
+// The same upgrade with Helm 3 (its own --wait, the post-upgrade hook), and in job mode with `helm template |
+// kubectl apply`, where nothing waits: the contract Job starts with the apply and waits for the rollout itself.
+func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testing.T) {
+	t.Parallel() // the subtests share the cluster (share_test.go)
+	t.Run("helm3", sharing(weightOne, 100*time.Second, func(t *testing.T) {
+		res := scenario(t, contractHelm3Scenario, env.Helm3)
+		ns := env.NewNamespace(t, "contract", restricted)
+		r := env.NewRelease(t, ns, "app", env.Helm3)
+		_, id, _ := upgradeWithContract(t, res, r, func(v map[string]any) time.Duration {
+			_, d := r.MustDeploy(v)
+			return d
+		})
+		res.Upgrades = 1
+		r.AssertWitness(context.Background(), id)
+	}))
+	t.Run("kubectl-apply", sharing(weightOne, 100*time.Second, func(t *testing.T) {
+		res := scenario(t, contractApplyScenario, env.Kubectl)
+		ctx := context.Background()
+		ns := env.NewNamespace(t, "contract", restricted)
+		r := env.NewRelease(t, ns, "app", env.Helm3)
+		_, id, _ := upgradeWithContract(t, res, r, func(v map[string]any) time.Duration {
+			start := time.Now()
+			r.Apply(r.Template(framework.Merge(v, map[string]any{
+				"migration":  map[string]any{"mode": "job"},
+				"postgresql": map[string]any{"auth": map[string]any{"password": "contract-pw"}},
+			})))
+			r.RolledOut(4 * time.Minute)
+			// the apply returned at once; the contract Job of the identity it applied ends when its rollout did
+			env.Run.Must(t, env.Kubectl, "wait", "-n", ns, "--for=condition=Complete", "job", "--timeout=4m",
+				"-l", "app.kubernetes.io/component=contract,premigrate.io/identity="+r.AppIdentity(ctx))
+			return time.Since(start)
+		})
+		res.Upgrades = 1
+		r.AssertWitness(ctx, id)
+	}))
+}
