@@ -128,9 +128,9 @@ func (c *contractor) decideOn(data map[string]string, from string) (bool, error)
 		c.log.Error(err.Error())
 		return true, cli.Exit(exitRefused, err)
 	}
-	if !entry.ContractedAt.IsZero() {
-		c.log.Info(fmt.Sprintf("the contract of %s already ran (Job %s at %s): nothing to do", c.o.identity, entry.ContractJob,
-			entry.ContractedAt.UTC().Format(time.RFC3339)))
+	if done, ok := record.ContractOf(data[c.o.identity]); ok {
+		c.log.Info(fmt.Sprintf("the contract of %s already ran (Job %s at %s): nothing to do", c.o.identity, done.Job,
+			done.At.UTC().Format(time.RFC3339)))
 		return true, nil
 	}
 	return false, nil

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/premigrate/premigrate/internal/dbid"
-	"github.com/premigrate/premigrate/internal/record"
 )
 
 // JobClient is the part of client-go's typed Job client (for one namespace)
@@ -216,6 +215,9 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 			apply(v)
 			if d := v.decide(); d.outcome != 0 {
 				res := v.result(d)
+				if later := v.contractedAfter(d); len(later) > 0 {
+					res = v.refusedAsContracted(later)
+				}
 				logResult(cfg.Log, res)
 				return res, nil
 			}
@@ -270,15 +272,6 @@ func (v *view) setErr(kind sourceKind, err error, log *slog.Logger) {
 
 func (v *view) result(d verdict) Result {
 	switch {
-	case len(d.contractedBy) > 0:
-		by := d.contractedBy[len(d.contractedBy)-1]
-		e, _, _ := record.Lookup(v.configMap.Data, by)
-		return Result{Outcome: Failed, Reason: "SchemaContracted", Summary: fmt.Sprintf(
-			"migration %s ran on this database, but identity %s, deployed after it, contracted the schema (its contract step, Job %s, "+
-				"at %s): what the code of %s uses may be gone; not starting the app\ndeploy %s or a later version (helm upgrade, or "+
-				"roll forward to its revision); the records are in ConfigMap %s/%s (contracted after %s: %s)",
-			v.identity, by, e.ContractJob, e.ContractedAt.UTC().Format(time.RFC3339), v.identity, by, v.namespace, v.records,
-			v.identity, strings.Join(d.contractedBy, ", "))}
 	case d.outcome == Succeeded && d.record != nil:
 		s := fmt.Sprintf("migration %s succeeded: recorded in ConfigMap %s", v.identity, v.records)
 		if d.recErr == nil {

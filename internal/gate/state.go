@@ -62,9 +62,6 @@ type verdict struct {
 	record  *record.Entry
 	recErr  error
 	pruned  bool // failed: the identity's record was pruned and its Job is gone
-	// contractedBy, when not empty, are the identities deployed after this one whose contract step ran: the
-	// schema no longer has what this identity's code uses (failed)
-	contractedBy []string
 }
 
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
@@ -95,13 +92,6 @@ func (v *view) decide() verdict {
 	// first list answers, a record in the release's ConfigMap may be one the store has already superseded.
 	if v.cmKnown && v.configMap != nil {
 		if e, found, err := record.Lookup(v.configMap.Data, v.identity); found {
-			if err == nil && v.recordedHere(e) {
-				// A later identity's contract removed what this one's code uses (a rollback, or an old
-				// ReplicaSet scaled up, after the contract): refused, whatever its own record says.
-				if later := record.ContractedAfter(v.configMap.Data, v.identity); len(later) > 0 {
-					return verdict{outcome: Failed, record: &e, contractedBy: later}
-				}
-			}
 			if err != nil || v.recordedHere(e) {
 				return verdict{outcome: Succeeded, record: &e, recErr: err}
 			}

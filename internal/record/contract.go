@@ -2,6 +2,7 @@ package record
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,33 @@ func WriteContracted(ctx context.Context, client ConfigMapClient, o ContractOpti
 	}
 }
 
+// Contract is the contract step recorded with an identity (its record's keys contractedAt and contractJob, beside
+// those of Entry): when it succeeded and which Job ran it.
+type Contract struct {
+	At  time.Time
+	Job string
+}
+
+type wireContract struct {
+	ContractedAt string `json:"contractedAt"`
+	ContractJob  string `json:"contractJob"`
+}
+
+// ContractOf returns the contract step recorded in an identity's record value, and whether one is. A record
+// written anew (Write: the migration ran again, on a database that changed or lacked it) holds none: the
+// contract did not run on that database either.
+func ContractOf(value string) (Contract, bool) {
+	var w wireContract
+	if err := json.Unmarshal([]byte(value), &w); err != nil || w.ContractedAt == "" {
+		return Contract{}, false
+	}
+	at, err := time.Parse(time.RFC3339, w.ContractedAt)
+	if err != nil {
+		return Contract{}, false
+	}
+	return Contract{At: at, Job: w.ContractJob}, true
+}
+
 func contractOnce(ctx context.Context, client ConfigMapClient, o ContractOptions) error {
 	cm, err := client.Get(ctx, o.ConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -76,20 +104,23 @@ func contractOnce(ctx context.Context, client ConfigMapClient, o ContractOptions
 	if err != nil {
 		return fmt.Errorf("get: %w", err)
 	}
-	e, found, err := Lookup(cm.Data, o.Identity)
-	switch {
-	case !found:
+	value, found := cm.Data[o.Identity]
+	if !found {
 		return ErrNotRecorded
-	case err != nil:
+	}
+	// every key of the record stays as it is: the contract's two are added beside them
+	var fields map[string]any
+	if err := json.Unmarshal([]byte(value), &fields); err != nil {
 		return fmt.Errorf("%w: its record does not decode: %w", ErrNotRecorded, err)
 	}
-	e.ContractedAt, e.ContractJob = o.Now(), o.Job
-	value, err := e.Encode()
+	fields["contractedAt"] = o.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	fields["contractJob"] = o.Job
+	b, err := json.Marshal(fields)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the record: %w", err)
 	}
 	updated := cm.DeepCopy()
-	updated.Data[o.Identity] = value
+	updated.Data[o.Identity] = string(b)
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("update: %w", err)
 	}
@@ -105,15 +136,15 @@ func ContractedAfter(data map[string]string, identity string) []string {
 		return nil
 	}
 	var out []string
-	for k := range data {
+	for k, v := range data {
 		if k == identity || k == PrunedKey {
 			continue
 		}
-		e, err := Decode(data[k])
-		if err != nil || e.ContractedAt.IsZero() {
+		if _, ok := ContractOf(v); !ok {
 			continue
 		}
-		if deployedAt(e).After(deployedAt(own)) {
+		e, err := Decode(v)
+		if err == nil && deployedAt(e).After(deployedAt(own)) {
 			out = append(out, k)
 		}
 	}

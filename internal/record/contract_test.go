@@ -24,16 +24,24 @@ func entry(t *testing.T, e record.Entry) string {
 	return v
 }
 
+// contracted is entry with a contract step recorded at.
+func contracted(t *testing.T, e record.Entry, at time.Time, job string) string {
+	t.Helper()
+	v := entry(t, e)
+	return v[:len(v)-1] + `,"contractedAt":"` + at.UTC().Format("2006-01-02T15:04:05.000Z") + `","contractJob":"` + job + `"}`
+}
+
 func TestWriteContractedKeepsTheRecordAndAddsWhenAndByWhichJob(t *testing.T) {
-	cs := fake.NewClientset(configMap(map[string]string{
-		"aaaaaaaaaa": entry(t, record.Entry{CompletedAt: now, Job: "shop-app-migrate", Database: "db1", JobCreated: now.Add(-time.Minute)}),
-	}))
+	want := record.Entry{CompletedAt: now, Job: "shop-app-migrate", Database: "db1", JobCreated: now.Add(-time.Minute)}
+	cs := fake.NewClientset(configMap(map[string]string{"aaaaaaaaaa": entry(t, want)}))
 	require.NoError(t, record.WriteContracted(context.Background(), cs.CoreV1().ConfigMaps(ns), contractOptions("aaaaaaaaaa")))
-	e, found, err := record.Lookup(data(t, cs), "aaaaaaaaaa")
+	value := data(t, cs)["aaaaaaaaaa"]
+	e, err := record.Decode(value)
 	require.NoError(t, err)
-	require.True(t, found)
-	assert.Equal(t, record.Entry{CompletedAt: now, Job: "shop-app-migrate", Database: "db1", JobCreated: now.Add(-time.Minute),
-		ContractedAt: now.Add(time.Minute), ContractJob: "shop-app-contract-aaaaaaaaaa"}, e)
+	assert.Equal(t, want, e, "the record's own keys")
+	c, ok := record.ContractOf(value)
+	require.True(t, ok, value)
+	assert.Equal(t, record.Contract{At: now.Add(time.Minute), Job: "shop-app-contract-aaaaaaaaaa"}, c)
 }
 
 func TestWriteContractedRefusesAnIdentityWhoseMigrationIsNotRecorded(t *testing.T) {
@@ -48,25 +56,26 @@ func TestWriteContractedRefusesAnIdentityWhoseMigrationIsNotRecorded(t *testing.
 	}
 }
 
-func TestAMigrationRecordedAgainKeepsItsContractStep(t *testing.T) {
+// A migration run again (the database changed, or lacked it) is recorded anew, without a contract: the contract
+// did not run on that database either.
+func TestAMigrationRecordedAgainStartsWithoutAContractStep(t *testing.T) {
 	cs := fake.NewClientset(configMap(map[string]string{
-		"abc123def0": entry(t, record.Entry{CompletedAt: now.Add(-time.Hour), Job: "j", ContractedAt: now.Add(-time.Minute), ContractJob: "c"}),
+		"abc123def0": contracted(t, record.Entry{CompletedAt: now.Add(-time.Hour), Job: "j"}, now.Add(-time.Minute), "c"),
 	}))
+	_, ok := record.ContractOf(data(t, cs)["abc123def0"])
+	require.True(t, ok)
 	require.NoError(t, record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), options("abc123def0")))
-	e, _, err := record.Lookup(data(t, cs), "abc123def0")
-	require.NoError(t, err)
-	assert.Equal(t, now, e.CompletedAt, "the new completion")
-	assert.Equal(t, now.Add(-time.Minute), e.ContractedAt, "the contract step kept")
-	assert.Equal(t, "c", e.ContractJob)
+	_, ok = record.ContractOf(data(t, cs)["abc123def0"])
+	assert.False(t, ok)
 }
 
 func TestContractedAfterListsTheLaterIdentitiesWhoseContractRan(t *testing.T) {
 	at := func(minutes int) time.Time { return now.Add(time.Duration(minutes) * time.Minute) }
 	d := map[string]string{
-		"1111111111":     entry(t, record.Entry{CompletedAt: at(1), JobCreated: at(0), ContractedAt: at(2)}),
+		"1111111111":     contracted(t, record.Entry{CompletedAt: at(1), JobCreated: at(0)}, at(2), "c1"),
 		"2222222222":     entry(t, record.Entry{CompletedAt: at(11), JobCreated: at(10)}),
-		"3333333333":     entry(t, record.Entry{CompletedAt: at(21), JobCreated: at(20), ContractedAt: at(25)}),
-		"4444444444":     entry(t, record.Entry{CompletedAt: at(31), ContractedAt: at(35)}), // no JobCreated: by completion
+		"3333333333":     contracted(t, record.Entry{CompletedAt: at(21), JobCreated: at(20)}, at(25), "c3"),
+		"4444444444":     contracted(t, record.Entry{CompletedAt: at(31)}, at(35), "c4"), // no JobCreated: by completion
 		"5555555555":     entry(t, record.Entry{CompletedAt: at(41), JobCreated: at(40)}),
 		record.PrunedKey: "0000000000",
 	}

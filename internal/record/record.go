@@ -54,11 +54,6 @@ type Entry struct {
 	// JobCreated is the creation time of the Job that ran the migration: the order in which migrations were
 	// deployed. Zero in records made before it was stored.
 	JobCreated time.Time
-	// ContractedAt is when the identity's contract step (migration.contract) succeeded: from then on the
-	// schema no longer serves what older identities need. Zero while it has not run.
-	ContractedAt time.Time
-	// ContractJob is the Job that ran the contract step.
-	ContractJob string
 }
 
 type wireEntry struct {
@@ -66,22 +61,13 @@ type wireEntry struct {
 	Job         string `json:"job"`
 	Database    string `json:"database,omitempty"`
 	JobCreated  string `json:"jobCreated,omitempty"`
-	// ContractedAt and ContractJob: records made before the contract step have neither.
-	ContractedAt string `json:"contractedAt,omitempty"`
-	ContractJob  string `json:"contractJob,omitempty"`
 }
-
-// millis is the layout of the stored times the gate takes itself: RFC 3339 to the millisecond.
-const millis = "2006-01-02T15:04:05.000Z07:00"
 
 // Encode renders e as the JSON value stored in the ConfigMap.
 func (e Entry) Encode() (string, error) {
-	w := wireEntry{CompletedAt: e.CompletedAt.UTC().Format(millis), Job: e.Job, Database: e.Database, ContractJob: e.ContractJob}
+	w := wireEntry{CompletedAt: e.CompletedAt.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Job: e.Job, Database: e.Database}
 	if !e.JobCreated.IsZero() {
 		w.JobCreated = e.JobCreated.UTC().Format(time.RFC3339)
-	}
-	if !e.ContractedAt.IsZero() {
-		w.ContractedAt = e.ContractedAt.UTC().Format(millis)
 	}
 	b, err := json.Marshal(w)
 	if err != nil {
@@ -100,15 +86,10 @@ func Decode(value string) (Entry, error) {
 	if err != nil {
 		return Entry{}, fmt.Errorf("decode record %q: completedAt: %w", value, err)
 	}
-	e := Entry{CompletedAt: t, Job: w.Job, Database: w.Database, ContractJob: w.ContractJob}
+	e := Entry{CompletedAt: t, Job: w.Job, Database: w.Database}
 	if w.JobCreated != "" {
 		if e.JobCreated, err = time.Parse(time.RFC3339, w.JobCreated); err != nil {
 			return Entry{}, fmt.Errorf("decode record %q: jobCreated: %w", value, err)
-		}
-	}
-	if w.ContractedAt != "" {
-		if e.ContractedAt, err = time.Parse(time.RFC3339, w.ContractedAt); err != nil {
-			return Entry{}, fmt.Errorf("decode record %q: contractedAt: %w", value, err)
 		}
 	}
 	return e, nil

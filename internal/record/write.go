@@ -132,7 +132,10 @@ func Write(ctx context.Context, client ConfigMapClient, o Options) error {
 }
 
 func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
-	entry := Entry{CompletedAt: o.Now(), Job: o.Job, Database: o.Database, JobCreated: o.JobCreated}
+	value, err := Entry{CompletedAt: o.Now(), Job: o.Job, Database: o.Database, JobCreated: o.JobCreated}.Encode()
+	if err != nil {
+		return err
+	}
 	cm, err := client.Get(ctx, o.ConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) && o.Create != nil {
 		// Created with the record in it: one request, and AlreadyExists (a
@@ -145,10 +148,7 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 		if created.Data == nil {
 			created.Data = map[string]string{}
 		}
-		dropped, err := add(created.Data, o.Identity, entry, o.Keep)
-		if err != nil {
-			return err
-		}
+		dropped := add(created.Data, o.Identity, value, o.Keep)
 		if _, err := client.Create(ctx, created, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
 			if apierrors.IsAlreadyExists(err) {
 				return apierrors.NewConflict(corev1.Resource("configmaps"), o.ConfigMap, err)
@@ -166,10 +166,7 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 	if updated.Data == nil {
 		updated.Data = map[string]string{}
 	}
-	dropped, err := add(updated.Data, o.Identity, entry, o.Keep)
-	if err != nil {
-		return err
-	}
+	dropped := add(updated.Data, o.Identity, value, o.Keep)
 	// cm's resourceVersion travels with the update: the API server refuses
 	// it with a conflict if someone else wrote in between.
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
@@ -180,24 +177,16 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 	return nil
 }
 
-// add records identity's entry in data, prunes it to the newest keep entries (never identity itself) and
-// notes what was dropped; it returns the dropped identities. An identity recorded again (its migration run once
-// more) keeps the contract step its earlier record holds: the schema is still contracted.
-func add(data map[string]string, identity string, e Entry, keep int) ([]string, error) {
-	if prior, found, err := Lookup(data, identity); found && err == nil && !prior.ContractedAt.IsZero() {
-		e.ContractedAt, e.ContractJob = prior.ContractedAt, prior.ContractJob
-	}
-	value, err := e.Encode()
-	if err != nil {
-		return nil, err
-	}
+// add records identity's value in data, prunes it to the newest keep entries (never identity itself) and
+// notes what was dropped; it returns the dropped identities.
+func add(data map[string]string, identity, value string, keep int) []string {
 	data[identity] = value
 	dropped := Prune(data, identity, keep)
 	for _, k := range dropped {
 		delete(data, k)
 	}
 	notePruned(data, identity, dropped)
-	return dropped, nil
+	return dropped
 }
 
 // kept is the number of records in data.

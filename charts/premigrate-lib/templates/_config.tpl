@@ -143,19 +143,6 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- /* derived */ -}}
 {{- $_ = set $c "identity" (include "premigrate-lib.computeIdentity" $c) -}}
 {{- $_ = set $c "recordsState" (include "premigrate-lib.recordsState" $c) -}}
-{{- /* the contract step (_contract.tpl): its Job is named by a hash of the identity and the contract's values, so
-a changed contract command is a new Job, never a patch of an immutable one, and the identity (which the app pods
-and the records carry) stays the migration's */ -}}
-{{- $ct := $v.contract | default dict -}}
-{{- $k := dict "command" ($ct.command | default list) "args" ($ct.args | default list) "deployment" ($ct.deployment | default $full)
-  "soakSeconds" (ternary 0 $ct.soakSeconds (kindIs "invalid" $ct.soakSeconds))
-  "rolloutTimeout" ($ct.rolloutTimeout | default "1h")
-  "activeDeadlineSeconds" (ternary 1800 $ct.activeDeadlineSeconds (kindIs "invalid" $ct.activeDeadlineSeconds)) -}}
-{{- include "premigrate-lib.validateContract" $k -}}
-{{- $_ = set $k "enabled" (and $c.enabled (gt (len $k.command) 0)) -}}
-{{- $_ = set $k "name" (printf "%s-contract" $full) -}}
-{{- $_ = set $k "jobName" (printf "%s-contract-%s" $full (toJson (dict "identity" $c.identity "contract" $k) | sha256sum | trunc 10)) -}}
-{{- $_ = set $c "contract" $k -}}
 {{- /* hook mode: a pre-upgrade hook, or, on an install or an upgrade that finds no records ConfigMap, a plain
 Job that the gate holds the pods for (the embedded database does not exist before the release), unless
 preInstallHook: then always the hook, pre-install and pre-upgrade (docs/design.md, "The migration Job") */ -}}
@@ -258,29 +245,6 @@ foreign
 {{/*
 Checks of the values. Argument: the resolved configuration.
 */}}
-{{- define "premigrate-lib.validateContract" -}}
-{{- range $key := list "command" "args" -}}
-{{- $list := get $ $key -}}
-{{- if not (kindIs "slice" $list) -}}
-{{- fail (printf "premigrate-lib: contract.%s must be a list of strings, not %s %v" $key (kindOf $list) $list) -}}
-{{- end -}}
-{{- range $list -}}
-{{- if not (kindIs "string" .) -}}
-{{- fail (printf "premigrate-lib: contract.%s must be a list of strings; %v is a %s" $key . (kindOf .)) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
-{{- range $key := list "soakSeconds" "activeDeadlineSeconds" -}}
-{{- $n := get $ $key -}}
-{{- if not (and (or (kindIs "int" $n) (kindIs "int64" $n) (and (kindIs "float64" $n) (eq (float64 (int64 $n)) $n))) (ge (int64 $n) 0)) -}}
-{{- fail (printf "premigrate-lib: contract.%s must be a whole number of seconds >= 0, not %v" $key $n) -}}
-{{- end -}}
-{{- end -}}
-{{- if not (regexMatch "^([0-9]+(ns|us|ms|s|m|h))+$" (toString .rolloutTimeout)) -}}
-{{- fail (printf "premigrate-lib: contract.rolloutTimeout must be a duration such as 10m or 1h, not %v" .rolloutTimeout) -}}
-{{- end -}}
-{{- end }}
-
 {{- define "premigrate-lib.validate" -}}
 {{- if not (has .mode (list "hook" "job" "argocd")) -}}
 {{- fail (printf "premigrate-lib: mode %q is not one of hook, job, argocd" .mode) -}}

@@ -6,6 +6,51 @@ contract.command is set. Every template takes the library's argument (premigrate
 */}}
 
 {{/*
+The contract's configuration, from the values' contract key: "premigrate-lib.contractConfig" (dict "in" ARGUMENT
+"c" CONFIG "out" DICT) fills DICT. Its Job is named by a hash of the identity and the contract's values, so a
+changed contract command is a new Job, never a patch of an immutable one, and the identity (which the app pods
+and the records carry) stays the migration's.
+*/}}
+{{- define "premigrate-lib.contractConfig" -}}
+{{- $c := .c -}}
+{{- $k := .out -}}
+{{- $ct := (.in.values | default dict).contract | default dict -}}
+{{- $_ := set $k "command" ($ct.command | default list) -}}
+{{- $_ = set $k "args" ($ct.args | default list) -}}
+{{- $_ = set $k "deployment" ($ct.deployment | default $c.fullname) -}}
+{{- $_ = set $k "soakSeconds" (ternary 0 $ct.soakSeconds (kindIs "invalid" $ct.soakSeconds)) -}}
+{{- $_ = set $k "rolloutTimeout" ($ct.rolloutTimeout | default "1h") -}}
+{{- $_ = set $k "activeDeadlineSeconds" (ternary 1800 $ct.activeDeadlineSeconds (kindIs "invalid" $ct.activeDeadlineSeconds)) -}}
+{{- include "premigrate-lib.validateContract" $k -}}
+{{- $_ = set $k "enabled" (and $c.enabled (gt (len $k.command) 0)) -}}
+{{- $_ = set $k "name" (printf "%s-contract" $c.fullname) -}}
+{{- $_ = set $k "jobName" (printf "%s-contract-%s" $c.fullname (toJson (dict "identity" $c.identity "contract" $ct) | sha256sum | trunc 10)) -}}
+{{- end }}
+
+{{- define "premigrate-lib.validateContract" -}}
+{{- range $key := list "command" "args" -}}
+{{- $list := get $ $key -}}
+{{- if not (kindIs "slice" $list) -}}
+{{- fail (printf "premigrate-lib: contract.%s must be a list of strings, not %s %v" $key (kindOf $list) $list) -}}
+{{- end -}}
+{{- range $list -}}
+{{- if not (kindIs "string" .) -}}
+{{- fail (printf "premigrate-lib: contract.%s must be a list of strings; %v is a %s" $key . (kindOf .)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range $key := list "soakSeconds" "activeDeadlineSeconds" -}}
+{{- $n := get $ $key -}}
+{{- if not (and (or (kindIs "int" $n) (kindIs "int64" $n) (and (kindIs "float64" $n) (eq (float64 (int64 $n)) $n))) (ge (int64 $n) 0)) -}}
+{{- fail (printf "premigrate-lib: contract.%s must be a whole number of seconds >= 0, not %v" $key $n) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (regexMatch "^([0-9]+(ns|us|ms|s|m|h))+$" (toString .rolloutTimeout)) -}}
+{{- fail (printf "premigrate-lib: contract.rolloutTimeout must be a duration such as 10m or 1h, not %v" .rolloutTimeout) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
 The contract Job: the migration Job's pod (image, environment, init containers and sidecars, security
 contexts, volumes, scheduling) with `gate contract` in its container, its own ServiceAccount, and its own name,
 <fullname>-contract-<hash of the identity and the contract values>: a new contract command is a new Job, never a
@@ -14,8 +59,8 @@ and, with --wait, after they are ready; never on a rollback). argocd mode: a Pos
 */}}
 {{- define "premigrate-lib.contractJob" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- if $c.contract.enabled -}}
-{{- $k := $c.contract -}}
+{{- $k := dict -}}{{- include "premigrate-lib.contractConfig" (dict "in" . "c" $c "out" $k) -}}
+{{- if $k.enabled -}}
 {{- $job := include "premigrate-lib.migrationJob" . | fromYaml -}}
 {{- $spec := $job.spec -}}
 {{- $pod := $spec.template -}}
@@ -72,11 +117,12 @@ migration's ServiceAccount annotations (a cloud database identity).
 */}}
 {{- define "premigrate-lib.contractServiceAccount" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- if $c.contract.enabled -}}
+{{- $k := dict -}}{{- include "premigrate-lib.contractConfig" (dict "in" . "c" $c "out" $k) -}}
+{{- if $k.enabled -}}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
-  name: {{ $c.contract.name }}
+  name: {{ $k.name }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "contract") | nindent 4 }}
   {{- with $c.serviceAccountAnnotations }}
@@ -95,11 +141,12 @@ database's data, by name.
 */}}
 {{- define "premigrate-lib.contractRole" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- if $c.contract.enabled -}}
+{{- $k := dict -}}{{- include "premigrate-lib.contractConfig" (dict "in" . "c" $c "out" $k) -}}
+{{- if $k.enabled -}}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
-  name: {{ $c.contract.name }}
+  name: {{ $k.name }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "contract") | nindent 4 }}
 rules:
@@ -118,7 +165,7 @@ rules:
     resources:
       - jobs
     resourceNames:
-      - {{ $c.contract.jobName }}
+      - {{ $k.jobName }}
     verbs:
       - get
   - apiGroups:
@@ -126,7 +173,7 @@ rules:
     resources:
       - deployments
     resourceNames:
-      - {{ $c.contract.deployment }}
+      - {{ $k.deployment }}
     verbs:
       - get
   - apiGroups:
@@ -156,20 +203,21 @@ rules:
 
 {{- define "premigrate-lib.contractRoleBinding" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- if $c.contract.enabled -}}
+{{- $k := dict -}}{{- include "premigrate-lib.contractConfig" (dict "in" . "c" $c "out" $k) -}}
+{{- if $k.enabled -}}
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata:
-  name: {{ $c.contract.name }}
+  name: {{ $k.name }}
   labels:
     {{- include "premigrate-lib.labels" (dict "c" $c "component" "contract") | nindent 4 }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
-  name: {{ $c.contract.name }}
+  name: {{ $k.name }}
 subjects:
   - kind: ServiceAccount
-    name: {{ $c.contract.name }}
+    name: {{ $k.name }}
     namespace: {{ $c.root.Release.Namespace }}
 {{- end }}
 {{- end }}

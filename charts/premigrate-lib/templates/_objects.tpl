@@ -268,7 +268,7 @@ Every object above, as documents separated by `---`: one include for a chart tha
 per template.
 */}}
 {{- define "premigrate-lib.all" -}}
-{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "ungateServiceAccount" "ungateDeployment" "ungatePolicy" "ungatePolicyBinding" "migrationJob" "contractServiceAccount" "contractRole" "contractRoleBinding" "contractJob" }}
+{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "ungateServiceAccount" "ungateDeployment" "ungatePolicy" "ungatePolicyBinding" "migrationJob" }}
 {{- with include (printf "premigrate-lib.%s" $t) $ }}
 ---
 {{ . }}

@@ -270,7 +270,6 @@ the data without persistence), or the external database's URL */ -}}
   "pod" $pod
   "serviceAccount" (dict "annotations" (dig "serviceAccount" "annotations" dict $m))
   "guard" $m.guard
-  "contract" $m.contract
   "gate" $gate -}}
 {{- $_ = set .out "root" $root -}}
 {{- $_ = set .out "values" $values -}}

@@ -1,0 +1,8 @@
+{{/*
+The library's argument for the contract step's objects (contract-*.yaml): premigrate.lib's, with the values'
+migration.contract. Argument: dict "root" $ "out" DICT.
+*/}}
+{{- define "premigrate.libContract" -}}
+{{- include "premigrate.lib" . -}}
+{{- $_ := set .out.values "contract" (.root.Values.migration.contract | default dict) -}}
+{{- end }}

@@ -1,0 +1,32 @@
+package gate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/premigrate/premigrate/internal/record"
+)
+
+// contractedAfter returns, for a verdict that would release the pod on its identity's record made on this
+// database, the identities deployed after it whose contract step ran (record.ContractedAfter): what the code
+// of this identity uses may be gone from the schema. None for any other verdict.
+func (v *view) contractedAfter(d verdict) []string {
+	if d.outcome != Succeeded || d.record == nil || d.recErr != nil || v.configMap == nil || !v.recordedHere(*d.record) {
+		return nil
+	}
+	return record.ContractedAfter(v.configMap.Data, v.identity)
+}
+
+// refusedAsContracted is the result of a pod refused because identities deployed after its own (later, sorted)
+// contracted the schema: it names both identities and what to do.
+func (v *view) refusedAsContracted(later []string) Result {
+	by := later[len(later)-1]
+	c, _ := record.ContractOf(v.configMap.Data[by])
+	return Result{Outcome: Failed, Reason: "SchemaContracted", Summary: fmt.Sprintf(
+		"migration %s ran on this database, but identity %s, deployed after it, contracted the schema (its contract step, Job %s, "+
+			"at %s): what the code of %s uses may be gone; not starting the app\ndeploy %s or a later version (helm upgrade, or "+
+			"roll forward to its revision); the records are in ConfigMap %s/%s (contracted after %s: %s)",
+		v.identity, by, c.Job, c.At.UTC().Format(time.RFC3339), v.identity, by, v.namespace, v.records,
+		v.identity, strings.Join(later, ", "))}
+}
