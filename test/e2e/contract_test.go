@@ -193,9 +193,8 @@ func upgradeWithContract(t *testing.T, res *scenarioResult, r *framework.Release
 	if v2.identity != id {
 		t.Errorf("the contract ran for identity %q, the Deployment runs %q", v2.identity, id)
 	}
-	e, found, err := record.Lookup(r.Records(ctx), id)
-	if err != nil || !found || e.ContractedAt.IsZero() {
-		t.Errorf("the records hold no contract step for %s (found %v, %v): %+v", id, found, err, e)
+	if value := r.Records(ctx)[id]; !func() bool { _, ok := record.ContractOf(value); return ok }() {
+		t.Errorf("the records hold no contract step for %s: %q", id, value)
 	}
 	return v1, id, rows
 }
