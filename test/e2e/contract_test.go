@@ -193,7 +193,8 @@ func upgradeWithContract(t *testing.T, res *scenarioResult, r *framework.Release
 	if v2.identity != id {
 		t.Errorf("the contract ran for identity %q, the Deployment runs %q", v2.identity, id)
 	}
-	if value := r.Records(ctx)[id]; !func() bool { _, ok := record.ContractOf(value); return ok }() {
+	value := r.Records(ctx)[id]
+	if _, ok := record.ContractOf(value); !ok {
 		t.Errorf("the records hold no contract step for %s: %q", id, value)
 	}
 	return v1, id, rows
