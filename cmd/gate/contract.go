@@ -8,12 +8,15 @@ import (
 	"log/slog"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/record"
 	"github.com/premigrate/premigrate/internal/rollout"
+	"github.com/premigrate/premigrate/internal/ungate"
 )
 
 // contractOptions are the flags and the command of `gate contract`.
@@ -40,6 +43,8 @@ type contractor struct {
 	o   *contractOptions
 	src rollout.Source
 	log *slog.Logger
+	// dep is the Deployment as last observed under the lock: the contract's Events are about it
+	dep *appsv1.Deployment
 }
 
 // runContract is `gate contract [flags] -- COMMAND [ARGS...]`: the contract step of an identity (what drops the
@@ -172,6 +177,7 @@ func (c *contractor) lock(ctx context.Context, e *env) (*record.Lock, bool, erro
 	switch v := rollout.Evaluate(o, c.o.identity); v.State {
 	case rollout.Done:
 		c.log.Info(fmt.Sprintf("under the release's migration lock the rollout facts still hold: %s", v.Reason))
+		c.dep = o.Deployment
 		return l, false, nil
 	case rollout.Left:
 		release()
@@ -208,6 +214,7 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 	case <-lock.Lost():
 		err := fmt.Errorf("contract command %q exited %d after %s, but the lock was lost while it ran: not recording it; the next run repeats it", c.o.argv[0], code, took)
 		c.log.Error(err.Error())
+		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, err.Error())
 		return cli.Exit(exitFailed, err)
 	default:
 	}
@@ -216,10 +223,12 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 		err := fmt.Errorf("contract command %q exited %d after %s: nothing recorded; the running pods are untouched, and the next deploy of %s runs it again",
 			c.o.argv[0], code, took, c.o.identity)
 		c.log.Error(err.Error())
+		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, fmt.Sprintf("the contract of identity %s (Job %s) failed: %v", c.o.identity, c.o.job, err))
 		return cli.Exit(code, err)
 	case ctx.Err() != nil:
 		err := fmt.Errorf("contract command %q exited 0 after %s, but the gate was asked to stop while it ran: not recording it; the next run repeats it", c.o.argv[0], took)
 		c.log.Error(err.Error())
+		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, err.Error())
 		return cli.Exit(exitInterrupted, err)
 	}
 	cli.Logf(c.log)("contract command %q succeeded in %s", c.o.argv[0], took)
@@ -228,7 +237,46 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 	})
 	if err != nil {
 		c.log.Error(err.Error())
+		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, fmt.Sprintf("the contract of identity %s (Job %s) ran but could not be recorded: %v", c.o.identity, c.o.job, err))
 		return c.exitFor(ctx, err)
 	}
+	c.tell(ctx, corev1.EventTypeNormal, reasonContractCompleted, fmt.Sprintf("the contract of identity %s (Job %s) ran in %s, after the rollout left nothing older, and is recorded", c.o.identity, c.o.job, took))
 	return nil
+}
+
+// The reasons of the Events the contract posts on its Deployment (kubectl describe deployment, kubectl events).
+const (
+	reasonContractFailed    = "ContractFailed"
+	reasonContractCompleted = "ContractCompleted"
+)
+
+// tell posts an Event on the Deployment the contract waited for, where operators look; a failure to post it is
+// only logged (the Job's log and status say the same).
+func (c *contractor) tell(ctx context.Context, typ, reason, message string) {
+	if c.dep == nil || c.clients.events == nil {
+		return
+	}
+	if len(message) > 1000 {
+		message = message[:1000] + "..."
+	}
+	now := metav1.Now()
+	d := c.dep
+	_, err := c.clients.events(c.ns).Create(context.WithoutCancel(ctx), &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: d.Name + ".", Namespace: c.ns},
+		InvolvedObject: corev1.ObjectReference{
+			APIVersion: "apps/v1", Kind: "Deployment", Namespace: c.ns, Name: d.Name, UID: d.UID, ResourceVersion: d.ResourceVersion,
+		},
+		Reason:              reason,
+		Message:             message,
+		Type:                typ,
+		Source:              corev1.EventSource{Component: "premigrate-gate"},
+		ReportingController: "premigrate.io/gate",
+		ReportingInstance:   c.o.job,
+		FirstTimestamp:      now,
+		LastTimestamp:       now,
+		Count:               1,
+	}, metav1.CreateOptions{FieldManager: ungate.FieldManager})
+	if err != nil {
+		c.log.Warn(fmt.Sprintf("posting the Event %s on Deployment %s: %v", reason, d.Name, err))
+	}
 }

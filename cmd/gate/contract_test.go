@@ -80,10 +80,11 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 		wantRan      bool
 		wantRecorded bool
 		wantLog      string
+		wantEvent    string // the reason of the one Event on the Deployment, if any
 	}{
 		{name: "a rollout that ended runs the contract and records it",
 			objects: func(t *testing.T) []runtime.Object { return append(rolledOut(identity), records(t, time.Time{})) },
-			script:  "echo dropped column source", wantRan: true, wantRecorded: true, wantLog: "contract command"},
+			script:  "echo dropped column source", wantRan: true, wantRecorded: true, wantLog: "contract command", wantEvent: "Normal ContractCompleted"},
 		{name: "an old pod terminating holds it until the timeout",
 			objects: func(t *testing.T) []runtime.Object {
 				return append(rolledOut(identity), records(t, time.Time{}), oldPodTerminating())
@@ -102,7 +103,7 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 			script: "echo dropped column source", wantRecorded: true, wantLog: "already ran"},
 		{name: "a contract command that fails records nothing and keeps its exit code",
 			objects: func(t *testing.T) []runtime.Object { return append(rolledOut(identity), records(t, time.Time{})) },
-			script:  "echo dropped column source; exit 4", wantCode: 4, wantRan: true, wantLog: "nothing recorded"},
+			script:  "echo dropped column source; exit 4", wantCode: 4, wantRan: true, wantLog: "nothing recorded", wantEvent: "Warning ContractFailed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,6 +117,19 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 			require.NoError(t, err)
 			_, recorded := record.ContractOf(cm.Data[identity])
 			assert.Equal(t, tc.wantRecorded, recorded, "contract recorded: %v", cm.Data)
+			events, err := h.cs.CoreV1().Events("shop").List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			var posted []string
+			for _, ev := range events.Items {
+				assert.Equal(t, "Deployment/shop-app", ev.InvolvedObject.Kind+"/"+ev.InvolvedObject.Name)
+				assert.Contains(t, ev.Message, identity, "the Event names the identity")
+				posted = append(posted, ev.Type+" "+ev.Reason)
+			}
+			if tc.wantEvent == "" {
+				assert.Empty(t, posted, "Events on the Deployment")
+			} else {
+				assert.Equal(t, []string{tc.wantEvent}, posted, "Events on the Deployment")
+			}
 		})
 	}
 }

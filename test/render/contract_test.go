@@ -94,7 +94,7 @@ func TestAChangedContractIsANewJobAndLeavesTheIdentityAlone(t *testing.T) {
 	assert.Equal(t, []string{"--drop"}, container(t, contractJob(t, b).Spec.Template.Spec.Containers, "contract").Args)
 }
 
-func TestTheContractsRoleReadsTheRolloutAndItsRecordsAndNothingElse(t *testing.T) {
+func TestTheContractsRoleReadsTheRolloutAndItsRecordsPostsEventsAndNothingElse(t *testing.T) {
 	r := render(t, renderOptions{upgrade: true, values: contractValues})
 	job := contractJob(t, r)
 	sa := mustFind[*corev1.ServiceAccount](t, r, "ServiceAccount", fullname+"-contract")
@@ -106,6 +106,7 @@ func TestTheContractsRoleReadsTheRolloutAndItsRecordsAndNothingElse(t *testing.T
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{fullname}, Verbs: []string{"get"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"list"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, ResourceNames: []string{"data-" + fullname + "-postgresql-0"}, Verbs: []string{"get"}},
 	}, role.Rules)
 	binding := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", fullname+"-contract")

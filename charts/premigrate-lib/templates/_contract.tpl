@@ -136,8 +136,8 @@ automountServiceAccountToken: false
 {{/*
 The contract's Role: read and update the records ConfigMaps, by name (the release's migration lock and the
 contract's record); get its Job, by name (its creation time); get the Deployment, by name, and list its
-ReplicaSets and pods (list cannot be limited to names: the rollout facts); get the object that holds the
-database's data, by name.
+ReplicaSets and pods (list cannot be limited to names: the rollout facts); create Events (ContractFailed and
+ContractCompleted, on the Deployment); get the object that holds the database's data, by name.
 */}}
 {{- define "premigrate-lib.contractRole" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
@@ -188,6 +188,12 @@ rules:
       - pods
     verbs:
       - list
+  - apiGroups:
+      - ""
+    resources:
+      - events
+    verbs:
+      - create
   {{- with $c.database.object }}
   - apiGroups:
       - ""
