@@ -328,7 +328,8 @@ var (
 	contractApplyScenario = scenarios.Declare(framework.Contract, "contract-kubectl-apply")
 )
 
-// The same upgrade with Helm 3 (its own --wait, the post-upgrade hook), and in job mode with `helm template |
+// The same upgrade with Helm 3 (its own --wait, the post-upgrade hook), then a contract that fails
+// (aFailedContractIsReportedAndRunsAgain), and in job mode with `helm template |
 // kubectl apply`, where nothing waits: the contract Job starts with the apply and waits for the rollout itself.
 func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
@@ -340,8 +341,9 @@ func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testin
 			_, d := r.MustDeploy(v)
 			return d
 		})
-		res.Upgrades = 1
 		r.AssertWitness(context.Background(), id)
+		aFailedContractIsReportedAndRunsAgain(t, res, r)
+		res.Upgrades = 3
 	}))
 	t.Run("kubectl-apply", sharing(weightOne, 100*time.Second, func(t *testing.T) {
 		res := scenario(t, contractApplyScenario, env.Kubectl)
@@ -363,4 +365,87 @@ func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testin
 		res.Upgrades = 1
 		r.AssertWitness(ctx, id)
 	}))
+}
+
+// aFailedContractIsReportedAndRunsAgain upgrades the release (at v2, contracted) to v3 with a contract command
+// that exits 2 (once: backoffLimit 0): the upgrade fails and says the post-upgrade hook failed, the Deployment
+// has a Warning ContractFailed Event naming v3's identity, v3's two pods keep serving, nothing is recorded and
+// demo_contracts has no row of v3. The next upgrade, the same version with the contract fixed (a new contract
+// Job, the same identity), runs it once the rollout facts hold: recorded, one row of v3, a ContractCompleted
+// Event.
+func aFailedContractIsReportedAndRunsAgain(t *testing.T, res *scenarioResult, r *framework.Release) {
+	t.Helper()
+	ctx := context.Background()
+	failing := framework.Merge(contractValues("v3", true), map[string]any{"migration": map[string]any{
+		"backoffLimit": 0,
+		"contract":     map[string]any{"command": []any{"/demo", "contract", "--fail-on-purpose"}},
+	}})
+	out, d, err := r.Deploy(failing)
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	if err == nil {
+		t.Fatalf("the upgrade whose contract fails succeeded:\n%s", out)
+	}
+	if !strings.Contains(out, "post-upgrade") {
+		t.Errorf("the failed upgrade does not say its post-upgrade hook failed:\n%s", out)
+	}
+	id := r.AppIdentity(ctx)
+	reasons := func() map[string][]string {
+		evs, err := env.Client.CoreV1().Events(r.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Deployment,involvedObject.name=" + r.Fullname()})
+		if err != nil {
+			t.Fatalf("listing the Deployment's Events: %v", err)
+		}
+		by := map[string][]string{}
+		for _, ev := range evs.Items {
+			if strings.HasPrefix(ev.Reason, "Contract") && strings.Contains(ev.Message, id) {
+				by[ev.Reason] = append(by[ev.Reason], ev.Type+": "+ev.Message)
+			}
+		}
+		return by
+	}
+	if failed := reasons()["ContractFailed"]; len(failed) != 1 || !strings.HasPrefix(failed[0], "Warning: ") {
+		t.Errorf("want one Warning ContractFailed Event on the Deployment naming %s, got %q", id, failed)
+	} else {
+		t.Logf("kubectl describe deployment shows: ContractFailed %s", failed[0])
+	}
+	ready := 0
+	for _, p := range r.AppPods(ctx, id) {
+		if p.DeletionTimestamp == nil && podReady(p) {
+			ready++
+		}
+	}
+	if ready != 2 {
+		t.Errorf("%d v3 pods Ready after its contract failed, want 2: a failed contract must not touch them", ready)
+	}
+	if _, ok := record.ContractOf(r.Records(ctx)[id]); ok {
+		t.Errorf("the failed contract of %s is recorded", id)
+	}
+	v3Rows := func() int {
+		n := 0
+		for _, row := range contractRows(t, r) {
+			if row.appVersion == 3 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := v3Rows(); n != 0 {
+		t.Errorf("demo_contracts has %d rows of v3 after its contract failed before the command's work", n)
+	}
+
+	fixed := framework.Merge(contractValues("v3", true), map[string]any{"migration": map[string]any{"backoffLimit": 0}})
+	_, d = r.MustDeploy(fixed)
+	res.DurationsSec = append(res.DurationsSec, d.Seconds())
+	if got := r.AppIdentity(ctx); got != id {
+		t.Fatalf("fixing the contract moved the Deployment from identity %s to %s", id, got)
+	}
+	if _, ok := record.ContractOf(r.Records(ctx)[id]); !ok {
+		t.Errorf("the next upgrade did not run and record the contract of %s", id)
+	}
+	if n := v3Rows(); n != 1 {
+		t.Errorf("demo_contracts has %d rows of v3 after the next upgrade, want 1", n)
+	}
+	if done := reasons()["ContractCompleted"]; len(done) != 1 {
+		t.Errorf("want one ContractCompleted Event naming %s after the next upgrade, got %q", id, done)
+	}
 }

@@ -539,6 +539,7 @@ type application struct {
 		OperationState struct {
 			Phase      string    `json:"phase"`
 			Message    string    `json:"message"`
+			StartedAt  time.Time `json:"startedAt"`
 			FinishedAt time.Time `json:"finishedAt"`
 		} `json:"operationState"`
 	} `json:"status"`
