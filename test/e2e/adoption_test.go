@@ -172,6 +172,26 @@ func (l *ledger) assertSchema(want, replicas int) {
 	}
 }
 
+// assertContracted checks, in the database, that the example's contract steps ran for versions 1..want, each
+// once, each after its migration and with no session of an older ledger build connected (the app's own
+// evidence: serve names its session by its version), and that only the newest version's table is left.
+func (l *ledger) assertContracted(want int) {
+	l.t.Helper()
+	if got := l.psql(`SELECT string_agg(version::text, ',' ORDER BY version) FROM ledger_contracts`); got != seq(want) {
+		l.t.Errorf("contracted versions = %q, want %q", got, seq(want))
+	}
+	if rows := l.psql(`SELECT string_agg(c.version || ': ' || c.older_sessions, '; ') FROM ledger_contracts c
+		WHERE c.older_sessions <> ''`); rows != "" {
+		l.t.Errorf("contract steps ran while older ledger builds were connected: %s", rows)
+	}
+	if n := l.psqlInt(`SELECT count(*) FROM ledger_contracts c JOIN ledger_schema m USING (version) WHERE c.contracted_at < m.applied_at`); n != 0 {
+		l.t.Errorf("%d contract steps ran before their migration", n)
+	}
+	if got := l.psql(`SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE tablename ~ '^ledger_v[0-9]+$'`); got != fmt.Sprintf("ledger_v%d", want) {
+		l.t.Errorf("the version tables left are %q, want only ledger_v%d", got, want)
+	}
+}
+
 func seq(n int) string {
 	parts := make([]string, n)
 	for i := range parts {
@@ -182,7 +202,8 @@ func seq(n int) string {
 
 // TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise installs the example chart and upgrades it five
 // times, with Helm 3 and 4, a TTL on the Jobs and a long first migration: every upgrade succeeds without an
-// immutable field, and the database saw no app start before its schema.
+// immutable field, and the database saw no app start before its schema. With Helm 4 the example's contract
+// step is on: each version's contract ran once, after its migration, with no older build connected.
 func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	for _, helmBin := range []string{env.Helm3, env.Helm4} {
@@ -190,14 +211,20 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 			share(t, weightOne, 180*time.Second)
 			res := scenario(t, adopterScenarios[toolName(helmBin)], helmBin)
 			l := newLedger(t, helmBin)
+			// with Helm 4 the example's contract step runs too (a post-install,post-upgrade hook)
+			contract := helmBin == env.Helm4
 			values := func(v int, extraEnv ...map[string]any) map[string]any {
-				return map[string]any{"schemaVersion": v, "migrations": map[string]any{"ttlSecondsAfterFinished": 5, "env": append([]map[string]any{}, extraEnv...)}}
+				return map[string]any{"schemaVersion": v, "contract": contract,
+					"migrations": map[string]any{"ttlSecondsAfterFinished": 5, "env": append([]map[string]any{}, extraEnv...)}}
 			}
 			// the install's migration takes 10 s: the gate must hold the app pods through it
 			if out, err := l.deploy(values(1, map[string]any{"name": "LEDGER_MIGRATE_DELAY", "value": "10s"}), true); err != nil {
 				t.Fatalf("install: %v\n%s", err, out)
 			}
 			l.assertSchema(1, 2)
+			if contract {
+				l.assertContracted(1)
+			}
 			for v := 2; v <= 6; v++ {
 				start := time.Now()
 				if out, err := l.deploy(values(v), true); err != nil {
@@ -205,6 +232,9 @@ func TestAnotherAppsChartAdoptsTheLibraryAndKeepsThePromise(t *testing.T) {
 				}
 				res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 				l.assertSchema(v, 2)
+				if contract {
+					l.assertContracted(v)
+				}
 			}
 			res.Upgrades = 5
 			// the TTL removed the finished hook Jobs: the records, not the Jobs, carry the successes

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 const contractValues = "migration: {contract: {command: [/demo, contract], soakSeconds: 5}}"
@@ -112,4 +113,37 @@ func TestTheContractsRoleReadsTheRolloutAndItsRecordsPostsEventsAndNothingElse(t
 	binding := mustFind[*rbacv1.RoleBinding](t, r, "RoleBinding", fullname+"-contract")
 	assert.Equal(t, fullname+"-contract", binding.RoleRef.Name)
 	assert.True(t, slices.ContainsFunc(binding.Subjects, func(s rbacv1.Subject) bool { return s.Name == fullname+"-contract" }))
+}
+
+// The example chart ships the contract step (contract: true): the library's contract Job, ServiceAccount, Role
+// and RoleBinding, the ledger's own command after gate contract, the ledger's Deployment as the rollout to wait
+// for, and a pod the ledger's Service never selects. Off by default.
+func TestTheExampleChartShipsTheLibrarysContractStep(t *testing.T) {
+	for _, o := range renderLedger(t, "", true).objects {
+		assert.NotContains(t, o.name(), "contract", "%s rendered without contract: true", o.kind)
+	}
+	r := renderLedger(t, "schemaVersion: 3\ncontract: true\nmigrations: {contract: {soakSeconds: 10}}\n", true)
+	var job *batchv1.Job
+	for _, o := range r.ofKind("Job") {
+		if strings.HasPrefix(o.name(), ledgerFullname+"-contract-") {
+			job = o.obj.(*batchv1.Job)
+		}
+	}
+	require.NotNil(t, job, "no contract Job among %s", r.summary())
+	migration := mustFind[*batchv1.Job](t, r, "Job", ledgerFullname+"-migrate")
+	id := migration.Labels["premigrate.io/identity"]
+	require.NotEmpty(t, id)
+	assert.Equal(t, id, job.Labels["premigrate.io/identity"], "the contract belongs to the migration's identity")
+	assert.Equal(t, "post-install,post-upgrade", job.Annotations["helm.sh/hook"])
+	c := container(t, job.Spec.Template.Spec.Containers, "contract")
+	assert.Contains(t, strings.Join(c.Command, " "), "/premigrate/gate contract --identity "+id+" --records "+ledgerFullname+"-migrations")
+	assert.Contains(t, strings.Join(c.Command, " "), "--deployment "+ledgerFullname+" --soak 10s")
+	assert.Equal(t, []string{"/ledger", "contract", "--to", "3"}, afterDashes(c.Command, c.Args))
+	assert.Equal(t, ledgerFullname+"-contract", job.Spec.Template.Spec.ServiceAccountName)
+	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding"} {
+		_, ok := r.find(kind, ledgerFullname+"-contract")
+		assert.True(t, ok, "%s %s-contract is not rendered", kind, ledgerFullname)
+	}
+	svc := mustFind[*corev1.Service](t, r, "Service", ledgerFullname)
+	assert.False(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(job.Spec.Template.Labels)), "the Service selects the contract pod")
 }

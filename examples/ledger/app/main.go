@@ -6,6 +6,9 @@
 //
 //	ledger migrate --to N   apply the schema versions up to N, each once, one writer at a time (exit 3: N is older);
 //	                        LEDGER_MIGRATE_DELAY makes it a long migration (a Go duration to wait first)
+//	ledger contract --to N  the contract step of version N (premigrate-lib's contract, once no older ledger pod is
+//	                        left): drop the tables of the versions before N, which only older builds used, and
+//	                        record it (ledger_contracts); a version whose migration has not run is refused (exit 3)
 //	ledger serve            record this start, refuse a schema older than LEDGER_SCHEMA, serve /readyz
 //	ledger proxy            a TCP proxy (a database proxy sidecar of the migration pod), logging each connection
 //	ledger wait-for-db      connect to the database and exit (an init container that needs the proxy first)
@@ -23,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -63,7 +67,7 @@ func exitCode(err error) int {
 	}
 }
 
-var errUsage = errors.New("usage: ledger migrate --to N | ledger serve | ledger proxy --listen ADDR --to ADDR | ledger wait-for-db [--timeout D]")
+var errUsage = errors.New("usage: ledger migrate --to N | ledger contract --to N | ledger serve | ledger proxy --listen ADDR --to ADDR | ledger wait-for-db [--timeout D]")
 
 func run(ctx context.Context, args []string, getenv func(string) string, log *slog.Logger) error {
 	if len(args) == 0 {
@@ -90,6 +94,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, log *sl
 			}
 		}
 		return migrate(ctx, url, *to, getenv("HOSTNAME"), log)
+	case "contract":
+		to := fs.Int("to", 0, "the schema version whose contract step to run")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *to < 1 {
+			return fmt.Errorf("contract: --to must be a schema version >= 1: %w", errUsage)
+		}
+		return contract(ctx, migrationURL(getenv), *to, getenv("HOSTNAME"), log)
 	case "serve":
 		addr := fs.String("listen", ":8080", "HTTP address")
 		if err := fs.Parse(args[1:]); err != nil {
@@ -207,6 +220,72 @@ func migrate(ctx context.Context, url string, to int, pod string, log *slog.Logg
 	return nil
 }
 
+// contract drops the tables of the versions before `to` (each version's build uses its own table and reads the
+// older ones while it runs beside them: only once no older build is left may they go) and records the step in
+// ledger_contracts by the database's clock, with the sessions of older builds connected then (serve names its
+// session "ledger serve <version> <pod>"), in one transaction under the migration's advisory lock. It refuses
+// a version the database has not migrated to; a version contracted before is not contracted again.
+func contract(ctx context.Context, url string, to int, pod string, log *slog.Logger) error {
+	conn, err := connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	for _, q := range []string{
+		`SELECT pg_advisory_xact_lock(4242)`,
+		`CREATE TABLE IF NOT EXISTS ledger_contracts (version int PRIMARY KEY,
+			contracted_at timestamptz NOT NULL DEFAULT clock_timestamp(), pod text NOT NULL, dropped text NOT NULL,
+			older_sessions text NOT NULL)`,
+	} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return fmt.Errorf("prepare the contracts table: %w", err)
+		}
+	}
+	var have int
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM ledger_schema`).Scan(&have); err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	if have < to {
+		return fmt.Errorf("the database has schema %d: the contract of %d comes after its migration: %w", have, to, errRefused)
+	}
+	var done bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM ledger_contracts WHERE version = $1)`, to).Scan(&done); err != nil {
+		return fmt.Errorf("read the contracts: %w", err)
+	}
+	if done {
+		log.Info("contracted before: nothing to do", "version", to)
+		return nil
+	}
+	var dropped []string
+	for v := 1; v < to; v++ {
+		table := fmt.Sprintf("ledger_v%d", v)
+		if _, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+table); err != nil {
+			return fmt.Errorf("drop %s: %w", table, err)
+		}
+		dropped = append(dropped, table)
+	}
+	// the evidence of when it ran: the sessions of older ledger builds still connected (serve names them)
+	var older string
+	if err := tx.QueryRow(ctx, `SELECT coalesce(string_agg(application_name, ', ' ORDER BY application_name), '') FROM pg_stat_activity
+		WHERE application_name ~ '^ledger serve [0-9]+ ' AND split_part(application_name, ' ', 3)::int < $1`, to).Scan(&older); err != nil {
+		return fmt.Errorf("read the sessions of older builds: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO ledger_contracts (version, pod, dropped, older_sessions) VALUES ($1, $2, $3, $4)`,
+		to, pod, strings.Join(dropped, ","), older); err != nil {
+		return fmt.Errorf("record the contract of %d: %w", to, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	log.Info("contracted", "version", to, "dropped", dropped)
+	return nil
+}
+
 // serve records the start (by the database's clock, with the schema it found), refuses an older schema than
 // it was built for, and serves /readyz.
 func serve(ctx context.Context, url string, want int, pod, addr string, log *slog.Logger) error {
@@ -215,6 +294,10 @@ func serve(ctx context.Context, url string, want int, pod, addr string, log *slo
 		return err
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
+	// the session names the build it serves for as long as the pod runs: a contract step sees older ones
+	if _, err := conn.Exec(ctx, `SELECT set_config('application_name', $1, false)`, fmt.Sprintf("ledger serve %d %s", want, pod)); err != nil {
+		return fmt.Errorf("name the session: %w", err)
+	}
 	// before the first migration there is no schema table: that is schema 0 (a query naming the table would
 	// fail to parse, so its existence is asked first)
 	var seen int

@@ -49,6 +49,26 @@ func TestMigrationsApplyEachVersionOnceAndNeverGoBack(t *testing.T) {
 	assert.Equal(t, exitRefused, exitCode(err))
 }
 
+func TestAContractDropsTheOlderVersionsTablesOnceAndOnlyAfterItsMigration(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	ctx := context.Background()
+	require.NoError(t, migrate(ctx, dsn, 2, "job-1", quiet))
+	err := contract(ctx, dsn, 3, "contract-0", quiet)
+	require.ErrorIs(t, err, errRefused, "a contract before its migration")
+	assert.Equal(t, exitRefused, exitCode(err))
+	// a build of version 1 serving: the contract sees its session
+	older, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	_, err = older.Exec(ctx, `SELECT set_config('application_name', 'ledger serve 1 pod-old', false)`)
+	require.NoError(t, err)
+	require.NoError(t, contract(ctx, dsn, 2, "contract-1", quiet))
+	require.NoError(t, older.Close(ctx))
+	require.NoError(t, contract(ctx, dsn, 2, "contract-2", quiet), "a version contracted before")
+	assert.Equal(t, "2:contract-1:ledger_v1:ledger serve 1 pod-old", query[string](t, dsn,
+		`SELECT string_agg(version || ':' || pod || ':' || dropped || ':' || older_sessions, ',') FROM ledger_contracts`))
+	assert.Equal(t, "ledger_v2", query[string](t, dsn, `SELECT string_agg(tablename, ',') FROM pg_tables WHERE tablename LIKE 'ledger_v%'`))
+}
+
 func TestTheProxyForwardsConnectionsToTheDatabase(t *testing.T) {
 	dsn := pgtest.NewDB(t)
 	cfg, err := pgx.ParseConfig(dsn)

@@ -26,7 +26,8 @@ app.kubernetes.io/component: server
 
 {{/*
 The argument of every premigrate-lib template: the migrations values, with the migration's image, command
-and env taken from the app's, and the records bound to the database URL the app uses.
+and env taken from the app's, the records bound to the database URL the app uses, and (contract: true) the
+ledger's contract command.
 */}}
 {{- define "ledger.premigrate" -}}
 {{- $app := dict
@@ -36,6 +37,9 @@ and env taken from the app's, and the records bound to the database URL the app 
   "env" (concat (include "ledger.databaseEnv" .root | fromYamlArray) (.root.Values.migrations.env | default list))
   "gate" (merge (dict "serviceAccountName" (include "ledger.fullname" .root)) (.root.Values.migrations.gate | default dict))
   "database" (.root.Values.migrations.database | default (dict "urlSecretName" .root.Values.database.secretName "urlSecretKey" .root.Values.database.secretKey)) -}}
+{{- if .root.Values.contract -}}
+{{- $_ := set $app "contract" (dict "command" (list "/ledger" "contract") "args" (list "--to" (toString .root.Values.schemaVersion))) -}}
+{{- end -}}
 {{- $_ := set .out "root" .root -}}
 {{- $_ = set .out "values" (merge $app (omit .root.Values.migrations "env" "gate")) -}}
 {{- $_ = set .out "fullname" (include "ledger.fullname" .root) -}}
