@@ -48,9 +48,9 @@ type contractor struct {
 }
 
 // runContract is `gate contract [flags] -- COMMAND [ARGS...]`: the contract step of an identity (what drops the
-// schema that older versions still use). It runs the command only when the identity's migration is recorded on
-// this database, its contract is not, and the rollout of the Deployment to the identity has ended with nothing
-// of another identity running or terminating (rollout.Evaluate) for --soak; it checks those facts again under
+// schema that older versions still use). It runs the command only when the rollout of the Deployment to the
+// identity has ended with nothing of another identity running or terminating (rollout.Evaluate) for --soak, and
+// then the identity's migration is recorded on this database and its contract is not; it checks those facts again under
 // the release's migration lock right before the command starts, and records the contract step in the
 // identity's record once the command exits 0. When the Deployment left the identity (a rollback, a revert, a
 // newer version), the command never runs and the gate exits 0: the contract belongs to the identity that
@@ -74,9 +74,8 @@ func runContract(ctx context.Context, o *contractOptions, e *env) error {
 		return err
 	}
 	for {
-		if done, err := c.decide(ctx); done {
-			return err
-		}
+		// the rollout first: in job mode (and under Argo CD) the contract Job may start before the migration of
+		// its identity is recorded, and the rollout cannot end before it is (the pods wait for it)
 		v, err := rollout.Wait(ctx, rollout.WaitConfig{Identity: o.identity, Soak: o.soak, Timeout: o.timeout, Interval: o.interval, Log: c.log}, c.src)
 		switch {
 		case errors.Is(err, rollout.ErrTimeout):
@@ -88,6 +87,9 @@ func runContract(ctx context.Context, o *contractOptions, e *env) error {
 		case v.State == rollout.Left:
 			c.log.Info(fmt.Sprintf("not running the contract of %s, and never while another identity serves: %s", o.identity, v.Reason))
 			return nil
+		}
+		if done, err := c.decide(ctx); done {
+			return err
 		}
 		lock, done, err := c.lock(ctx, e)
 		if done {

@@ -93,7 +93,12 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 		{name: "a Deployment rolled back to another identity never runs it and exits 0",
 			objects: func(t *testing.T) []runtime.Object { return append(rolledOut(olderIdentity), records(t, time.Time{})) },
 			script:  "echo dropped column source", wantLog: "now runs identity 0000000001"},
-		{name: "an identity whose migration is not recorded is refused",
+		{name: "a contract that starts before its migration is recorded waits for the rollout, not refused",
+			objects: func(t *testing.T) []runtime.Object {
+				return append(rolledOut(identity), recordsConfigMap(), oldPodTerminating())
+			},
+			script: "echo dropped column source", wantCode: exitTimeout, wantLog: "old-a of identity 0000000001 terminating"},
+		{name: "an identity whose migration is not recorded once its rollout ended is refused",
 			objects: func(t *testing.T) []runtime.Object { return append(rolledOut(identity), recordsConfigMap()) },
 			script:  "echo dropped column source", wantCode: exitRefused, wantLog: "its migration is not recorded"},
 		{name: "a contract that already ran never runs again",

@@ -175,7 +175,8 @@ func upgradeWithContract(t *testing.T, res *scenarioResult, r *framework.Release
 	}
 	migrated, _ := r.MigrationFinished(id)
 	clock := func(at time.Time) string { return at.UTC().Format("15:04:05.000") }
-	timeline := []string{fmt.Sprintf("v2's migration (expand) finished %s (database)", clock(migrated))}
+	expandStarted := r.Psql("select coalesce(to_char(min(started_at) at time zone 'UTC', 'HH24:MI:SS.MS'), '?') from demo_migrate_runs where identity = '" + id + "'")
+	timeline := []string{fmt.Sprintf("v2's migration (expand) started %s, finished %s (database)", expandStarted, clock(migrated))}
 	for name, end := range oldEnds {
 		timeline = append(timeline, fmt.Sprintf("v1 pod %s: deletion %s (API server), app exited %s (kubelet, to the second), gone %s (watch)",
 			name, clock(end.deleted), end.finished.UTC().Format("15:04:05"), clock(end.gone)))
@@ -185,7 +186,15 @@ func upgradeWithContract(t *testing.T, res *scenarioResult, r *framework.Release
 		}
 		res.Numbers["contractAfterDeletionSec"] = max(res.Numbers["contractAfterDeletionSec"], v2.startedAt.Sub(end.deleted).Seconds())
 	}
-	timeline = append(timeline, fmt.Sprintf("the contract started %s (database), the upgrade took %s", clock(v2.startedAt), d.Round(time.Second)))
+	contractEnd := "?"
+	if jobs, err := env.Client.BatchV1().Jobs(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=contract,premigrate.io/identity=" + id}); err == nil {
+		for _, j := range jobs.Items {
+			if j.Status.CompletionTime != nil {
+				contractEnd = j.Status.CompletionTime.UTC().Format("15:04:05") + " (API server, its Job complete, to the second)"
+			}
+		}
+	}
+	timeline = append(timeline, fmt.Sprintf("the contract started %s (database), ended %s; the deploy took %s", clock(v2.startedAt), contractEnd, d.Round(time.Second)))
 	t.Logf("timeline of the upgrade v1 -> v2:\n  %s", strings.Join(timeline, "\n  "))
 	if v2.otherSessions != "" {
 		t.Errorf("the contract of v2 started while the database had sessions of other versions: %s", v2.otherSessions)
@@ -330,7 +339,8 @@ var (
 
 // The same upgrade with Helm 3 (its own --wait, the post-upgrade hook), then a contract that fails
 // (aFailedContractIsReportedAndRunsAgain), and in job mode with `helm template |
-// kubectl apply`, where nothing waits: the contract Job starts with the apply and waits for the rollout itself.
+// kubectl apply`, where nothing waits: the contract Job starts with the apply, beside the migration, and waits
+// for the rollout itself, with no pod failed.
 func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	t.Run("helm3", sharing(weightOne, 100*time.Second, func(t *testing.T) {
@@ -364,7 +374,27 @@ func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testin
 		})
 		res.Upgrades = 1
 		r.AssertWitness(ctx, id)
+		assertNoContractPodFailed(t, ns)
 	}))
+}
+
+// assertNoContractPodFailed checks that no contract Job of the namespace had a pod fail: in job mode a contract
+// Job starts with its apply, beside the migration, and must wait for the rollout, not be refused because the
+// migration is not recorded yet (a failed pod, retried while the Job's backoffLimit lasts).
+func assertNoContractPodFailed(t *testing.T, ns string) {
+	t.Helper()
+	jobs, err := env.Client.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=contract"})
+	if err != nil {
+		t.Fatalf("listing the contract Jobs: %v", err)
+	}
+	if len(jobs.Items) == 0 {
+		t.Errorf("no contract Job in %s", ns)
+	}
+	for _, j := range jobs.Items {
+		if j.Status.Failed > 0 {
+			t.Errorf("contract Job %s had %d failed pods (refused before its migration was recorded?)", j.Name, j.Status.Failed)
+		}
+	}
 }
 
 // aFailedContractIsReportedAndRunsAgain upgrades the release (at v2, contracted) to v3 with a contract command
