@@ -30,7 +30,7 @@ chart-deps: tools ## package the library chart premigrate-lib into the charts th
 	$(chart_deps)
 
 .PHONY: images
-images: tools ## build premigrate's images (gate, demo v1..v7, postgres, bench baseline) as archives, offline
+images: tools ## build premigrate's images (gate, demo v1..v8, postgres, bench baseline) as archives, offline
 	@hack/images.sh
 
 .PHONY: node-image

@@ -2,7 +2,7 @@
 # Builds premigrate's images as docker-archive tarballs, offline (no base image is pulled: mkimg writes the
 # layers itself), into $PREMIGRATE_CACHE/images. The test harness and the demo load them into kind.
 #   ghcr.io/premigrate/gate:<appVersion>         static /gate, nonroot, no shell
-#   ghcr.io/premigrate/demo:v1..v7, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
+#   ghcr.io/premigrate/demo:v1..v8, :<appVersion> static /demo, nonroot, no shell; each tag sets DEMO_VERSION
 #   ghcr.io/premigrate/postgres:15               Debian bookworm's PostgreSQL 15 with the official image's interface
 #                                        (also premigrate/postgres:15, its name in the previous release's chart)
 #   premigrate/ledger:<its appVersion>   the adopter example's app (examples/ledger)
@@ -18,7 +18,7 @@ APP_VERSION=$(chart_field "$REPO_ROOT/charts/premigrate" appVersion 2>/dev/null 
 APP_VERSION=${APP_VERSION:-0.1.0}
 # IMAGE_SET=demo builds only what `make demo` deploys: the gate, demo v1 and v2, PostgreSQL
 IMAGE_SET=${IMAGE_SET:-all}
-case $IMAGE_SET in all) DEMO_VERSIONS=${DEMO_VERSIONS:-7} ;; demo) DEMO_VERSIONS=2 ;;
+case $IMAGE_SET in all) DEMO_VERSIONS=${DEMO_VERSIONS:-8} ;; demo) DEMO_VERSIONS=2 ;;
   *) echo "error: IMAGE_SET=$IMAGE_SET is not one of all, demo" >&2; exit 2 ;; esac
 PATH_ENV=PATH=/usr/local/bin:/usr/bin:/bin
 

@@ -133,7 +133,7 @@ func TestMigrateExitCodes(t *testing.T) {
 	}{
 		{"missing DATABASE_URL", map[string]string{}, exitUsage, "DATABASE_URL is required"},
 		{"DEMO_VERSION not a number", map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "two"}, exitUsage, `DEMO_VERSION="two"`},
-		{"DEMO_VERSION beyond the newest migration", map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "8"}, exitUsage, "not between 1 and 7"},
+		{"DEMO_VERSION beyond the newest migration", map[string]string{"DATABASE_URL": dsn, "DEMO_VERSION": "9"}, exitUsage, "not between 1 and 8"},
 		{"SCHEMA_ACCEPT_DATA_LOSS not a boolean", map[string]string{"DATABASE_URL": dsn, "SCHEMA_ACCEPT_DATA_LOSS": "yes please"}, exitUsage, "want true or false"},
 		{"bad MIGRATE_CONNECT_TIMEOUT", map[string]string{"DATABASE_URL": dsn, "MIGRATE_CONNECT_TIMEOUT": "soon"}, exitUsage, "MIGRATE_CONNECT_TIMEOUT"},
 		{"database unreachable until the deadline", map[string]string{"DATABASE_URL": unreachable, "MIGRATE_CONNECT_TIMEOUT": "500ms"}, exitFailure, "could not connect to the database within 500ms"},

@@ -25,7 +25,7 @@ to schema_migrations(version, applied_at, duration_ms).
 
 Environment:
   DATABASE_URL              PostgreSQL connection URL (required)
-  DEMO_VERSION              target schema version, 1..7 (default 1)
+  DEMO_VERSION              target schema version, 1..8 (default 1)
   SCHEMA_ACCEPT_DATA_LOSS   "true" allows destructive migrations (version 6 drops records.source);
                             without it a pending destructive migration is refused before anything
                             is applied (default false)
@@ -39,6 +39,10 @@ Environment:
   DEMO_EXIT_0_ON_SIGTERM    fault injection: "true" makes a run stopped by SIGTERM exit 0 with
                             whatever it did not apply left undone, as a tool that traps SIGTERM
                             and exits cleanly does (default false)
+  DEMO_CONTRACT_IN_MIGRATION  fault injection: "true" runs the contract step of DEMO_VERSION (what
+                            demo contract drops: records.body from version 8) right after the
+                            migrations, in the migration step, while older pods still serve: the drop
+                            done before the rollout, as charts without a contract phase do (default false)
   MIGRATE_CONNECT_TIMEOUT   how long to retry the first connection, with backoff (default 60s)
   PREMIGRATE_IDENTITY       migration identity recorded in demo_migrate_runs (default: NULL)
 
@@ -96,6 +100,7 @@ type migrateSettings struct {
 	identity       string
 	refuseNewer    bool
 	exit0OnSIGTERM bool
+	contractNow    bool
 }
 
 func readMigrateSettings(getenv func(string) string) (migrateSettings, error) {
@@ -117,6 +122,8 @@ func readMigrateSettings(getenv func(string) string) (migrateSettings, error) {
 	s.refuseNewer, err = boolSetting(getenv, "DEMO_REFUSE_NEWER_SCHEMA")
 	errs = append(errs, err)
 	s.exit0OnSIGTERM, err = boolSetting(getenv, "DEMO_EXIT_0_ON_SIGTERM")
+	errs = append(errs, err)
+	s.contractNow, err = boolSetting(getenv, "DEMO_CONTRACT_IN_MIGRATION")
 	errs = append(errs, err)
 	s.identity = getenv("PREMIGRATE_IDENTITY")
 	return s, errors.Join(errs...)
@@ -166,6 +173,26 @@ func runMigrate(ctx context.Context, s migrateSettings, e *env) error {
 	}
 	log.Info(fmt.Sprintf("migrate: done in %s: %d version(s) applied, schema at version %d",
 		time.Since(start).Round(time.Millisecond), len(res.Applied), res.To))
+	if s.contractNow {
+		return contractInMigration(ctx, s, e)
+	}
+	return nil
+}
+
+// contractInMigration is DEMO_CONTRACT_IN_MIGRATION: the contract step run by the migration, before the rollout.
+func contractInMigration(ctx context.Context, s migrateSettings, e *env) error {
+	log := e.logger()
+	conn, err := migrate.Connect(ctx, s.databaseURL, s.connectTimeout, cli.StdLogger(log))
+	if err != nil {
+		return fail(log, exitFailure, err, fmt.Sprintf("migrate: contract: connect: %s", migrate.OneLine(err)))
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	c, err := contract(ctx, conn, s.identity, s.target)
+	if err != nil {
+		return fail(log, exitFailure, err, fmt.Sprintf("migrate: contract: %s", migrate.OneLine(err)))
+	}
+	log.Warn(fmt.Sprintf("migrate: contract step run in the migration (DEMO_CONTRACT_IN_MIGRATION=true), before the rollout: dropped %s",
+		listOrNone(c.Dropped)))
 	return nil
 }
 

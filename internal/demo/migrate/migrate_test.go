@@ -387,8 +387,8 @@ func TestBadConfigurationFailsAtOnceWithAConfigError(t *testing.T) {
 		target  int
 		wantErr string
 	}{
-		{"target beyond the newest migration", dsn, 8, "not between 1 and 7"},
-		{"target zero", dsn, 0, "not between 1 and 7"},
+		{"target beyond the newest migration", dsn, 9, "not between 1 and 8"},
+		{"target zero", dsn, 0, "not between 1 and 8"},
 		{"malformed database URL", "postgres://%zz", 1, "parse DATABASE_URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

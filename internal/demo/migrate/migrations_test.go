@@ -9,13 +9,13 @@ import (
 	"github.com/premigrate/premigrate/internal/demo/migrate"
 )
 
-func TestEmbeddedMigrationsRunFromOneToSevenAndOnlyVersionSixIsDestructive(t *testing.T) {
+func TestEmbeddedMigrationsRunFromOneToEightAndOnlyVersionSixIsDestructive(t *testing.T) {
 	ms, err := migrate.Embedded()
 	if err != nil {
 		t.Fatalf("load embedded migrations: %v", err)
 	}
-	if got := migrate.Latest(ms); got != 7 {
-		t.Fatalf("newest embedded migration is %d, want 7", got)
+	if got := migrate.Latest(ms); got != 8 {
+		t.Fatalf("newest embedded migration is %d, want 8", got)
 	}
 	for _, m := range ms {
 		wantDrops := []string(nil)

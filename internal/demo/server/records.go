@@ -26,18 +26,31 @@ const (
 	versionSource     = 5 // added records.source
 	versionDropSource = 6 // dropped records.source
 	versionNotes      = 7 // created the notes table
+	versionContent    = 8 // added records.content, the new name of records.body (its contract drops body)
 )
 
 // shape is what the records API of an app version reads and writes beyond the columns of schema
 // version 1: what each migration up to that version added, as far as that schema version still
 // has it. Each of them makes a server fail on a schema older than its own, as an app would. The
 // index of version 3 gives a request nothing to touch, and version 6 only removes something, so
-// a server of version 3 or 6 still answers on the schema before its own.
+// a server of version 3 or 6 still answers on the schema before its own. Version 8 renames body to
+// content as an expand/contract pair: its migration adds content and keeps both in step, its
+// contract (demo contract) drops body, after which a server of version 7 or older fails.
 type shape struct {
 	author bool // records.author (from version 2)
 	tags   bool // one row in tags per record (from version 4)
 	source bool // records.source (version 5 only: version 6 drops it)
 	notes  bool // one row in notes per record (from version 7)
+	// content: the record's text is records.content, not records.body (from version 8)
+	content bool
+}
+
+// text is the column of the record's text in shape sh.
+func (sh shape) text() string {
+	if sh.content {
+		return "content"
+	}
+	return "body"
 }
 
 func shapeOf(appVersion int) shape {
@@ -46,6 +59,8 @@ func shapeOf(appVersion int) shape {
 		tags:   appVersion >= versionTags,
 		source: appVersion == versionSource,
 		notes:  appVersion >= versionNotes,
+
+		content: appVersion >= versionContent,
 	}
 }
 
@@ -133,7 +148,7 @@ func (s *Server) insertRecord(ctx context.Context, in newRecord) (int64, error) 
 		if err != nil {
 			return err
 		}
-		cols, args := []string{"body"}, []any{*in.Body}
+		cols, args := []string{sh.text()}, []any{*in.Body}
 		if sh.author {
 			cols, args = append(cols, "author"), append(args, author)
 		}
@@ -198,7 +213,7 @@ func (s *Server) readRecord(ctx context.Context, id int64) (record, error) {
 		if err != nil {
 			return err
 		}
-		cols, dest := []string{"body", "created_at"}, []any{&rec.Body, &rec.CreatedAt}
+		cols, dest := []string{sh.text(), "created_at"}, []any{&rec.Body, &rec.CreatedAt}
 		if sh.author {
 			rec.Author = new(string)
 			cols, dest = append(cols, "coalesce(author, '')"), append(dest, rec.Author)

@@ -50,11 +50,11 @@ func call(t *testing.T, method, url, body string) answer {
 	return a
 }
 
-// schemaPools returns a pool on a fresh database migrated to each schema version 1..7.
+// schemaPools returns a pool on a fresh database migrated to each schema version 1..8.
 func schemaPools(t *testing.T) map[int]*pgxpool.Pool {
 	t.Helper()
 	pools := map[int]*pgxpool.Pool{}
-	for v := 1; v <= 7; v++ {
+	for v := 1; v <= 8; v++ {
 		dsn := pgtest.NewDB(t)
 		migrateTo(t, dsn, v)
 		pools[v] = newPool(t, dsn)
@@ -92,6 +92,8 @@ func TestEachVersionStoresAndReturnsWhatItsSchemaAddedOnItsOwnSchemaAndTheNext(t
 		{6, 6, map[string]any{"author": "alice", "tags": []any{"v6"}}},
 		{6, 7, map[string]any{"author": "alice", "tags": []any{"v6"}}},
 		{7, 7, map[string]any{"author": "alice", "tags": []any{"v7"}, "noteCount": 1.0}},
+		{7, 8, map[string]any{"author": "alice", "tags": []any{"v7"}, "noteCount": 1.0}},
+		{8, 8, map[string]any{"author": "alice", "tags": []any{"v8"}, "noteCount": 1.0}},
 	} {
 		t.Run(fmt.Sprintf("app %d on schema %d", tc.app, tc.schema), func(t *testing.T) {
 			srv := httptest.NewServer(server.New(server.Config{Pool: pools[tc.schema], AppVersion: tc.app, Logger: testLogger(t)}).Handler())
@@ -259,5 +261,41 @@ func TestAVersionFiveServerFailsNoRequestWhileVersionSixDropsTheSourceColumn(t *
 	}
 	if a := call(t, http.MethodGet, fmt.Sprintf("%s/records/%d", srv.URL, before), ""); a.status != http.StatusOK || a.body["source"] != nil || a.body["author"] != "demo-v5" {
 		t.Errorf("on schema 6, version 5 read record %d as %d %s: want it without source", before, a.status, a.raw)
+	}
+}
+
+// The expand/contract pair of version 8: during the expand window (schema 8, body not dropped yet) a version-7
+// server and a version-8 one read each other's records, whichever column each writes; once the contract dropped
+// body, version 8 still does, and version 7 fails as the old pods of a drop run too early do.
+func TestVersions7And8ShareRecordsUntilTheContractThenOnly8Serves(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	migrateTo(t, dsn, 8)
+	pool := newPool(t, dsn)
+	v7 := httptest.NewServer(server.New(server.Config{Pool: pool, AppVersion: 7, Logger: testLogger(t)}).Handler())
+	defer v7.Close()
+	v8 := httptest.NewServer(server.New(server.Config{Pool: pool, AppVersion: 8, Logger: testLogger(t)}).Handler())
+	defer v8.Close()
+
+	byV7 := postRecord(t, v7.URL, `{"body":"written by 7"}`)
+	byV8 := postRecord(t, v8.URL, `{"body":"written by 8"}`)
+	for _, srv := range []string{v7.URL, v8.URL} {
+		for id, want := range map[int64]string{byV7: "written by 7", byV8: "written by 8"} {
+			if a := call(t, http.MethodGet, fmt.Sprintf("%s/records/%d", srv, id), ""); a.status != http.StatusOK || a.body["body"] != want {
+				t.Errorf("during the expand window, version %s read record %d as %d %s, want body %q", a.version, id, a.status, a.raw, want)
+			}
+		}
+	}
+
+	if _, err := pool.Exec(context.Background(), `DROP TRIGGER records_body_content_sync ON records;
+DROP FUNCTION records_body_content_sync();
+ALTER TABLE records DROP COLUMN body`); err != nil {
+		t.Fatal(err)
+	}
+	if a := call(t, http.MethodGet, fmt.Sprintf("%s/records/%d", v8.URL, byV7), ""); a.status != http.StatusOK || a.body["body"] != "written by 7" {
+		t.Errorf("after the contract, version 8 read record %d as %d %s", byV7, a.status, a.raw)
+	}
+	postRecord(t, v8.URL, `{"body":"after the contract"}`)
+	if a := call(t, http.MethodPost, v7.URL+"/records", `{"body":"too late"}`); a.status != http.StatusInternalServerError {
+		t.Errorf("after the contract, version 7 stored a record: %d %s, want 500", a.status, a.raw)
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ContractTable receives one row per contract step the demo runs (demo contract): when it started by the
-// database's clock, and which app processes of another version were connected to the database at that moment.
-// A contract drops what older versions use; the database itself says whether any of them could still use it.
+// database's clock, which app processes of another version were connected to the database at that moment, and
+// what it dropped. A contract drops what older versions use; the database itself says whether any of them could
+// still use it.
 const ContractTable = "demo_contracts"
 
 // ServeApplicationName is the application_name of demo serve's connections for an app version and a pod: the
@@ -23,12 +26,14 @@ CREATE TABLE IF NOT EXISTS ` + ContractTable + ` (
     identity       text,
     app_version    integer     NOT NULL,
     started_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
-    other_sessions text[]      NOT NULL
-)`
+    other_sessions text[]      NOT NULL,
+    dropped        text[]      NOT NULL DEFAULT '{}'
+);
+ALTER TABLE ` + ContractTable + ` ADD COLUMN IF NOT EXISTS dropped text[] NOT NULL DEFAULT '{}'`
 
-// otherSessionsSQL lists the sessions of demo serve processes of another app version ($1 is the prefix of
+// otherSessionsSQL reads the database's clock and lists the sessions of demo serve processes of another app version ($1 is the prefix of
 // this version's application_name).
-const otherSessionsSQL = `SELECT coalesce(array_agg(application_name || ' (pid ' || pid || ')' ORDER BY application_name, pid), '{}')
+const otherSessionsSQL = `SELECT clock_timestamp(), coalesce(array_agg(application_name || ' (pid ' || pid || ')' ORDER BY application_name, pid), '{}')
 FROM pg_stat_activity
 WHERE datname = current_database() AND application_name LIKE 'demo serve v%' AND application_name NOT LIKE $1 || '%'`
 
@@ -37,11 +42,17 @@ type Contract struct {
 	StartedAt time.Time
 	// OtherSessions are the sessions of demo serve processes of another version at StartedAt.
 	OtherSessions []string
+	// Dropped is what the step dropped.
+	Dropped []string
 }
 
-// RecordContract records, in one transaction, the start of the contract step of identity for appVersion and
-// the sessions of other app versions connected at that moment.
-func RecordContract(ctx context.Context, conn Conn, identity string, appVersion int) (Contract, error) {
+// Step is what a contract does, inside the transaction that records it; it returns what it dropped.
+type Step func(ctx context.Context, tx pgx.Tx) (dropped []string, err error)
+
+// RecordContract runs step (when not nil) and records, in one transaction, the start of the contract step of
+// identity for appVersion, the sessions of other app versions connected at that moment and what step dropped:
+// a step that fails records nothing.
+func RecordContract(ctx context.Context, conn Conn, identity string, appVersion int, step Step) (Contract, error) {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return Contract{}, fmt.Errorf("begin transaction: %w", err)
@@ -54,11 +65,19 @@ func RecordContract(ctx context.Context, conn Conn, identity string, appVersion 
 		return Contract{}, fmt.Errorf("create %s: %w", ContractTable, err)
 	}
 	var c Contract
-	if err := tx.QueryRow(ctx, otherSessionsSQL, fmt.Sprintf("demo serve v%d ", appVersion)).Scan(&c.OtherSessions); err != nil {
+	if err := tx.QueryRow(ctx, otherSessionsSQL, fmt.Sprintf("demo serve v%d ", appVersion)).Scan(&c.StartedAt, &c.OtherSessions); err != nil {
 		return Contract{}, fmt.Errorf("list the sessions of other app versions: %w", err)
 	}
-	if err := tx.QueryRow(ctx, `INSERT INTO `+ContractTable+` (identity, app_version, other_sessions) VALUES (NULLIF($1, ''), $2, $3) RETURNING started_at`,
-		identity, appVersion, c.OtherSessions).Scan(&c.StartedAt); err != nil {
+	if step != nil {
+		if c.Dropped, err = step(ctx, tx); err != nil {
+			return Contract{}, err
+		}
+	}
+	if c.Dropped == nil {
+		c.Dropped = []string{}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO `+ContractTable+` (identity, app_version, started_at, other_sessions, dropped) VALUES (NULLIF($1, ''), $2, $3, $4, $5)`,
+		identity, appVersion, c.StartedAt, c.OtherSessions, c.Dropped); err != nil {
 		return Contract{}, fmt.Errorf("insert into %s: %w", ContractTable, err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -33,7 +33,7 @@ func TestRecordContractNamesTheSessionsOfOtherAppVersionsConnectedAtItsStart(t *
 	session(t, dsn, "psql")
 	conn := connect(t, dsn)
 
-	c, err := witness.RecordContract(ctx, conn, "abc123def0", 2)
+	c, err := witness.RecordContract(ctx, conn, "abc123def0", 2, nil)
 	require.NoError(t, err)
 	require.Len(t, c.OtherSessions, 2, "the v1 and v12 sessions, not v2's own, nor another program's: %v", c.OtherSessions)
 	assert.Contains(t, c.OtherSessions[0], "demo serve v1 app-old-a (pid ")
@@ -49,8 +49,30 @@ func TestRecordContractNamesTheSessionsOfOtherAppVersionsConnectedAtItsStart(t *
 func TestRecordContractWithNoOtherVersionConnectedRecordsNone(t *testing.T) {
 	dsn := pgtest.NewDB(t)
 	session(t, dsn, witness.ServeApplicationName(3, "app-a"))
-	c, err := witness.RecordContract(context.Background(), connect(t, dsn), "", 3)
+	c, err := witness.RecordContract(context.Background(), connect(t, dsn), "", 3, nil)
 	require.NoError(t, err)
 	assert.Empty(t, c.OtherSessions)
 	assert.False(t, c.StartedAt.IsZero())
+}
+
+func TestRecordContractRecordsWhatItsStepDroppedAndNothingWhenTheStepFails(t *testing.T) {
+	dsn := pgtest.NewDB(t)
+	ctx := context.Background()
+	conn := connect(t, dsn)
+	_, err := witness.RecordContract(ctx, conn, "failed", 8, func(context.Context, pgx.Tx) ([]string, error) {
+		return nil, assert.AnError
+	})
+	require.ErrorIs(t, err, assert.AnError)
+
+	c, err := witness.RecordContract(ctx, conn, "abc", 8, func(ctx context.Context, tx pgx.Tx) ([]string, error) {
+		_, err := tx.Exec(ctx, "CREATE TABLE dropped_by_the_step (id int)")
+		return []string{"table t"}, err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"table t"}, c.Dropped)
+	var identity string
+	var dropped []string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT string_agg(identity, ','), max(dropped) FROM "+witness.ContractTable).Scan(&identity, &dropped))
+	assert.Equal(t, "abc", identity, "one row, of the step that worked")
+	assert.Equal(t, []string{"table t"}, dropped)
 }
