@@ -24,7 +24,8 @@ var expandContractScenarios = scenarios.DeclareEach(framework.Contract, "expand-
 // their process shutdown after SIGTERM inside a grace period of grace seconds; migrationEnv is the migration's
 // own environment (what the operator says for that deploy).
 func pairValues(tag string, contract bool, shutdown time.Duration, grace int, migrationEnv ...any) map[string]any {
-	migration := map[string]any{"env": migrationEnv}
+	// a nil list would be `env: null` in the values file, which Helm reads as "remove the chart's default"
+	migration := map[string]any{"env": append([]any{}, migrationEnv...)}
 	if contract {
 		migration["contract"] = map[string]any{"command": []any{"/demo", "contract"}}
 	}
@@ -184,7 +185,10 @@ func aRollbackBeforeTheContractUnderLoadKeepsItFromRunning(t *testing.T, res *sc
 	ns := env.NewNamespace(t, "pair-rollback", restricted)
 	r := env.NewRelease(t, ns, "app", env.Helm3)
 	const shutdown, grace = 40 * time.Second, 60
-	jobMode := map[string]any{"migration": map[string]any{"mode": "job"}}
+	jobMode := map[string]any{
+		"migration":  map[string]any{"mode": "job"},
+		"postgresql": map[string]any{"auth": map[string]any{"password": "pair-pw"}},
+	}
 	values := func(tag string, migrationEnv ...any) map[string]any {
 		return framework.Merge(pairValues(tag, true, shutdown, grace, migrationEnv...), jobMode)
 	}
