@@ -172,7 +172,16 @@ func aPodWithALongGraceHoldsTheContractUnderLoad(t *testing.T, res *scenarioResu
 		}
 		res.Numbers["contractAfterDeletionSec"] = max(res.Numbers["contractAfterDeletionSec"], c.startedAt.Sub(end.deleted).Seconds())
 	}
-	timeline = append(timeline, fmt.Sprintf("v8's contract started %s (database), dropped %s; helm upgrade took %s", clock(c.startedAt), dropped, d.Round(time.Second)))
+	contractEnd := "?"
+	if jobs, err := env.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=contract,premigrate.io/identity=" + id}); err == nil {
+		for _, j := range jobs.Items {
+			if j.Status.CompletionTime != nil {
+				contractEnd = j.Status.CompletionTime.UTC().Format("15:04:05") + " (API server, its Job complete, to the second)"
+			}
+		}
+	}
+	timeline = append(timeline, fmt.Sprintf("v8's contract started %s (database), dropped %s, ended %s; helm upgrade took %s",
+		clock(c.startedAt), dropped, contractEnd, d.Round(time.Second)))
 	t.Logf("timeline of the upgrade v7 -> v8 under load:\n  %s", strings.Join(timeline, "\n  "))
 	if _, ok := record.ContractOf(r.Records(ctx)[id]); !ok {
 		t.Errorf("the records hold no contract of v8")
