@@ -140,6 +140,15 @@ func run(args []string, out io.Writer) error {
 	if *level == "cluster" {
 		baseline = r.clusterBaseline
 	}
+	if *level == "cluster" {
+		// the scenarios keep the cluster between mutants (KEEP_CLUSTER=1); the run deletes it at its end when it
+		// created it, as make test-e2e does, and leaves one it found (make cluster, make demo)
+		done, err := clusterCleanup(root, out)
+		if err != nil {
+			return err
+		}
+		defer done()
+	}
 	if err := baseline(chosen); err != nil {
 		return err
 	}
@@ -761,4 +770,38 @@ func lockTree(tree string) (func(), error) {
 		return nil, fmt.Errorf("another mutant run is using %s (%w): wait for it, or give this one another PREMIGRATE_CACHE", tree, err)
 	}
 	return func() { _ = f.Close() }, nil
+}
+
+// clusterCleanup returns what the cluster level does at its end: delete the kind cluster of the scenarios
+// ($KIND_CLUSTER_NAME, else premigrate) when it did not exist before the run.
+func clusterCleanup(root string, out io.Writer) (func(), error) {
+	name := os.Getenv("KIND_CLUSTER_NAME")
+	if name == "" {
+		name = "premigrate"
+	}
+	kind := filepath.Join(root, "bin", "kind")
+	list, err := exec.Command(kind, "get", "clusters").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s get clusters (make tools installs it): %w", kind, err)
+	}
+	if clusterListed(string(list), name) {
+		return func() { _, _ = fmt.Fprintf(out, "mutants: kind cluster %q kept: it was there before this run\n", name) }, nil
+	}
+	return func() {
+		if b, err := exec.Command(kind, "delete", "cluster", "--name", name).CombinedOutput(); err != nil {
+			_, _ = fmt.Fprintf(out, "mutants: deleting kind cluster %q, which this run created: %v\n%s", name, err, b)
+			return
+		}
+		_, _ = fmt.Fprintf(out, "mutants: kind cluster %q deleted: this run created it\n", name)
+	}, nil
+}
+
+// clusterListed reports whether the output of `kind get clusters` names the cluster.
+func clusterListed(list, name string) bool {
+	for _, line := range strings.Split(list, "\n") {
+		if strings.TrimSpace(line) == name {
+			return true
+		}
+	}
+	return false
 }

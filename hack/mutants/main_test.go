@@ -183,3 +183,19 @@ func TestTheRegistryScenarioTheRunnerBuildsAReleaseForIsATestOfTheClusterSuite(t
 		t.Errorf("no test/e2e test is named %s: the mutants it judges would run on the unmutated release", registryScenario)
 	}
 }
+
+func TestTheClusterLevelKnowsAClusterFromKindsListByItsWholeName(t *testing.T) {
+	for _, tc := range []struct {
+		list string
+		want bool
+	}{
+		{"premigrate\n", true},
+		{"other\npremigrate\n", true},
+		{"No kind clusters found.\n", false},
+		{"premigrate-old\n", false},
+	} {
+		if got := clusterListed(tc.list, "premigrate"); got != tc.want {
+			t.Errorf("clusterListed(%q) = %t, want %t", tc.list, got, tc.want)
+		}
+	}
+}
