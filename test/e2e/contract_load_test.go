@@ -73,9 +73,9 @@ func lastRecordOf(r *framework.Release, version int) string {
 // records.content) with requests flowing through the Service all along, three releases side by side:
 //
 //   - helm4-grace-120s: helm upgrade --wait (Helm 4), the contract a post-upgrade hook; v7's pods have a 120 s
-//     grace period and keep their process 100 s after SIGTERM. No request fails across the expand, the rollout
-//     and the contract; the contract starts after every v7 pod's app exited, with no v7 session in the
-//     database, once, and drops body.
+//     grace period and keep their process 100 s after SIGTERM. No request fails across the expand, the rollout,
+//     the contract and a `helm rollback` to v7 after it (v7's pod refused by its gate, v8's serving); the
+//     contract starts after every v7 pod's app exited, with no v7 session in the database, once, and drops body.
 //   - helm3-rollback-first: job mode (Helm 3): v8 is rolled out, and `helm rollback` to v7 comes while v8's
 //     contract Job waits for the v7 pods to leave. The contract never runs (nothing dropped, nothing recorded),
 //     no request fails, v7 serves again; the next upgrade to v8 runs it once, after the v7 pods left.
@@ -136,10 +136,13 @@ func aPodWithALongGraceHoldsTheContractUnderLoad(t *testing.T, res *scenarioResu
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	res.Upgrades = 1
 	res.Numbers["upgradeWithContractSec"] = d.Seconds()
-	rep := load.Stop()
-	checkBothVersionsServed(t, res, rep, "across v8's expand, rollout and contract")
-
 	id := r.AppIdentity(ctx)
+	// a rollback after the contract, the load still on: v7's new pod is refused by its gate (it would fail every
+	// request on the contracted schema), v8's pods keep serving
+	rollbackPastTheContractIsRefused(t, r, env.Helm4, v7, id, 7)
+	rep := load.Stop()
+	checkBothVersionsServed(t, res, rep, "across v8's expand, rollout and contract, and a rollback to v7 after it")
+
 	oldEnds, missing := ends.of(old)
 	if len(missing) > 0 {
 		t.Fatalf("the v7 pods %v were still there, or their app container's exit unseen, when helm upgrade with the contract returned (%s)", missing, d.Round(time.Second))

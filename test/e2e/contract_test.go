@@ -237,41 +237,7 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 
 	// a rollback after the contract: v1's code would run on the schema v2's contract changed. The gate refuses its
 	// new pod, naming both identities, and v2's pods keep serving; no v1 process reaches the database.
-	since := r.Psql("select clock_timestamp()")
-	env.Run.Must(t, env.Helm4, "rollback", r.Name, "1", "-n", ns)
-	var refused corev1.Pod
-	framework.WaitUntil(t, "the gate to refuse the rolled-back v1 pod", 2*time.Minute, func(ctx context.Context) (bool, error) {
-		for _, p := range r.AppPods(ctx, v1) {
-			for _, c := range p.Status.InitContainerStatuses {
-				for _, st := range []corev1.ContainerState{c.State, c.LastTerminationState} {
-					if c.Name == "wait-for-migration" && st.Terminated != nil && st.Terminated.ExitCode == 1 {
-						refused = p
-						return true, nil
-					}
-				}
-			}
-		}
-		return false, nil
-	})
-	out, err := env.Run.Run(t, env.Kubectl, "logs", "-n", ns, refused.Name, "-c", "wait-for-migration", "--previous")
-	if err != nil {
-		out, _ = env.Run.Run(t, env.Kubectl, "logs", "-n", ns, refused.Name, "-c", "wait-for-migration")
-	}
-	if want := "identity " + id + ", deployed after it, contracted the schema"; !strings.Contains(out, want) || !strings.Contains(out, v1) {
-		t.Errorf("the refused v1 pod's gate does not say %q naming %s:\n%s", want, v1, out)
-	}
-	ready := 0
-	for _, p := range r.AppPods(ctx, id) {
-		if p.DeletionTimestamp == nil && podReady(p) {
-			ready++
-		}
-	}
-	if ready != 2 {
-		t.Errorf("%d v2 pods Ready while the rollback's pod is refused, want 2", ready)
-	}
-	if n := r.PsqlInt("select count(*) from demo_pod_starts where app_version = 1 and connected_at > '" + since + "'"); n != 0 {
-		t.Errorf("%d v1 processes reached the database after the rollback past the contract", n)
-	}
+	rollbackPastTheContractIsRefused(t, r, env.Helm4, v1, id, 1)
 
 	// control: the contract as a plain post-upgrade hook, without the gate
 	control := framework.Merge(values("v3", false), map[string]any{"extraObjects": []any{fmt.Sprintf(contractHookControl, r.Fullname())}})
@@ -291,6 +257,49 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 		t.Errorf("control: the plain post-upgrade hook's contract saw no v2 session (%q): the database witness cannot tell a contract run too early", v3.otherSessions)
 	default:
 		t.Logf("control: the plain post-upgrade hook's contract started at %s; the database saw: %s", v3.startedAt.UTC().Format("15:04:05.000"), v3.otherSessions)
+	}
+}
+
+// rollbackPastTheContractIsRefused rolls the release back to revision 1 (identity old, deployed before the
+// contracted identity id, app version oldVersion) with helm, and checks that the gate refuses the new pod of
+// old, naming both identities, that id's two pods stay Ready and that no process of old reaches the database.
+func rollbackPastTheContractIsRefused(t *testing.T, r *framework.Release, helm, old, id string, oldVersion int) {
+	t.Helper()
+	ctx := context.Background()
+	since := r.Psql("select clock_timestamp()")
+	env.Run.Must(t, helm, "rollback", r.Name, "1", "-n", r.Namespace)
+	var refused corev1.Pod
+	framework.WaitUntil(t, "the gate to refuse the rolled-back pod", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		for _, p := range r.AppPods(ctx, old) {
+			for _, c := range p.Status.InitContainerStatuses {
+				for _, st := range []corev1.ContainerState{c.State, c.LastTerminationState} {
+					if c.Name == "wait-for-migration" && st.Terminated != nil && st.Terminated.ExitCode == 1 {
+						refused = p
+						return true, nil
+					}
+				}
+			}
+		}
+		return false, nil
+	})
+	out, err := env.Run.Run(t, env.Kubectl, "logs", "-n", r.Namespace, refused.Name, "-c", "wait-for-migration", "--previous")
+	if err != nil {
+		out, _ = env.Run.Run(t, env.Kubectl, "logs", "-n", r.Namespace, refused.Name, "-c", "wait-for-migration")
+	}
+	if want := "identity " + id + ", deployed after it, contracted the schema"; !strings.Contains(out, want) || !strings.Contains(out, old) {
+		t.Errorf("the refused pod's gate does not say %q naming %s:\n%s", want, old, out)
+	}
+	ready := 0
+	for _, p := range r.AppPods(ctx, id) {
+		if p.DeletionTimestamp == nil && podReady(p) {
+			ready++
+		}
+	}
+	if ready != 2 {
+		t.Errorf("%d pods of the contracted identity Ready while the rollback's pod is refused, want 2", ready)
+	}
+	if n := r.PsqlInt(fmt.Sprintf("select count(*) from demo_pod_starts where app_version = %d and connected_at > '%s'", oldVersion, since)); n != 0 {
+		t.Errorf("%d v%d processes reached the database after the rollback past the contract", n, oldVersion)
 	}
 }
 
