@@ -202,6 +202,11 @@ func commands() []command {
 				return runContract(ctx, o, e)
 			}
 		}},
+		{name: "require-contract", summary: "refuse the migration of an identity while the identity deployed before it has not run its contract step (the expand-check Job of migration.requirePreviousContract)", bind: func(fs *flag.FlagSet) action {
+			o := &requireOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, _ []string) error { return runRequireContract(ctx, o, e) }
+		}},
 		{name: "ungate", summary: "release the app pods held by premigrate's scheduling gate once their migration succeeded (gate.waitIn schedulingGate)", bind: func(fs *flag.FlagSet) action {
 			o := &ungateOptions{}
 			o.register(fs)
