@@ -352,7 +352,7 @@ var (
 // for the rollout itself, with no pod failed.
 func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
-	t.Run("helm3", sharing(weightOne, 100*time.Second, func(t *testing.T) {
+	t.Run("helm3", sharing(weightOne, 220*time.Second, func(t *testing.T) {
 		res := scenario(t, contractHelm3Scenario, env.Helm3)
 		ns := env.NewNamespace(t, "contract", restricted)
 		r := env.NewRelease(t, ns, "app", env.Helm3)
@@ -362,7 +362,7 @@ func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testin
 		})
 		r.AssertWitness(context.Background(), id)
 		aFailedContractIsReportedAndRunsAgain(t, res, r)
-		res.Upgrades = 3
+		res.Upgrades = 5
 	}))
 	t.Run("kubectl-apply", sharing(weightOne, 100*time.Second, func(t *testing.T) {
 		res := scenario(t, contractApplyScenario, env.Kubectl)
@@ -409,9 +409,11 @@ func assertNoContractPodFailed(t *testing.T, ns string) {
 // aFailedContractIsReportedAndRunsAgain upgrades the release (at v2, contracted) to v3 with a contract command
 // that exits 2 (once: backoffLimit 0): the upgrade fails and says the post-upgrade hook failed, the Deployment
 // has a Warning ContractFailed Event naming v3's identity, v3's two pods keep serving, nothing is recorded and
-// demo_contracts has no row of v3. The next upgrade, the same version with the contract fixed (a new contract
-// Job, the same identity), runs it once the rollout facts hold: recorded, one row of v3, a ContractCompleted
-// Event.
+// demo_contracts has no row of v3. While v3's contract has not run, an upgrade to v4 that declares its expand
+// must follow it (migration.requirePreviousContract) is refused before anything changed
+// (anExpandThatRequiresAPendingContractIsRefused). The next upgrade, the same version with the contract fixed (a
+// new contract Job, the same identity), runs it once the rollout facts hold: recorded, one row of v3, a
+// ContractCompleted Event; then v4, declared the same, runs after it (theExpandThatRequiredTheContractRunsAfterIt).
 func aFailedContractIsReportedAndRunsAgain(t *testing.T, res *scenarioResult, r *framework.Release) {
 	t.Helper()
 	ctx := context.Background()
@@ -471,6 +473,7 @@ func aFailedContractIsReportedAndRunsAgain(t *testing.T, res *scenarioResult, r 
 	if n := v3Rows(); n != 0 {
 		t.Errorf("demo_contracts has %d rows of v3 after its contract failed before the command's work", n)
 	}
+	anExpandThatRequiresAPendingContractIsRefused(t, res, r, id)
 
 	fixed := framework.Merge(contractValues("v3", true), map[string]any{"migration": map[string]any{"backoffLimit": 0}})
 	_, d = r.MustDeploy(fixed)
@@ -487,4 +490,5 @@ func aFailedContractIsReportedAndRunsAgain(t *testing.T, res *scenarioResult, r 
 	if done := reasons()["ContractCompleted"]; len(done) != 1 {
 		t.Errorf("want one ContractCompleted Event naming %s after the next upgrade, got %q", id, done)
 	}
+	theExpandThatRequiredTheContractRunsAfterIt(t, res, r, id)
 }

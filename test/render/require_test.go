@@ -81,3 +81,10 @@ func TestTheRequireContractCheckRunsOneWeightBeforeTheMigrationAtAnyHookWeight(t
 	require.Len(t, jobs, 1)
 	assert.Equal(t, "-10", jobs[0].Annotations["helm.sh/hook-weight"], "with the migration's ServiceAccount, Role and RoleBinding, which Helm creates first (by kind)")
 }
+
+func TestRequiringThePreviousContractIsNoPartOfTheIdentity(t *testing.T) {
+	without := render(t, renderOptions{upgrade: true, values: "migration: {contract: {command: [/demo, contract]}}"})
+	with := render(t, renderOptions{upgrade: true, values: requireValues})
+	assert.Equal(t, without.deployment(t).Spec.Template.Annotations["premigrate.io/identity"], with.deployment(t).Spec.Template.Annotations["premigrate.io/identity"],
+		"declaring it (or turning it off for one deploy) must not migrate again")
+}
