@@ -21,8 +21,8 @@ func requiringValues() map[string]any {
 // its contract, to v4, which declares that its expand must follow that contract: the upgrade fails on its
 // pre-upgrade check, whose log names pending and the plan, before anything changed: the database has no
 // migration of v4 (schema_migrations and demo_migrate_runs as before), the Deployment still runs pending's two
-// pods.
-func anExpandThatRequiresAPendingContractIsRefused(t *testing.T, res *scenarioResult, r *framework.Release, pending string) {
+// pods. It returns the tool's output.
+func anExpandThatRequiresAPendingContractIsRefused(t *testing.T, res *scenarioResult, r *framework.Release, pending string) string {
 	t.Helper()
 	ctx := context.Background()
 	schema := r.PsqlInt("select max(version) from schema_migrations")
@@ -59,6 +59,7 @@ func anExpandThatRequiresAPendingContractIsRefused(t *testing.T, res *scenarioRe
 		t.Errorf("%d pods of %s Ready after the refused upgrade, want 2", ready, pending)
 	}
 	t.Logf("the upgrade to v4 was refused in %s; the check said: %s", d.Round(time.Second), lastLine(logs))
+	return out
 }
 
 // theExpandThatRequiredTheContractRunsAfterIt upgrades to v4 again, once contracted (v3) ran its contract: the

@@ -214,7 +214,8 @@ func upgradeWithContract(t *testing.T, res *scenarioResult, r *framework.Release
 // the old pods keeping their process 40 s after SIGTERM (upgradeWithContract). The same upgrade again does not
 // run it again; a rollback to v1 after the contract has its pod refused by the gate, naming both identities,
 // while v2's pods serve. Control, the same upgrade v2 -> v3 with the contract as a plain post-upgrade hook (what
-// charts do today): the database sees the v2 sessions at its start.
+// charts do today): the database sees the v2 sessions at its start. Last, v4 declaring that its expand needs the
+// previous version's contract is refused, v3 having run none of premigrate's, and Helm 4 prints why.
 func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 	share(t, weightOne, 150*time.Second)
 	res := scenario(t, contractAfterOldPodsScenario, env.Helm4)
@@ -257,6 +258,15 @@ func TestTheContractStepRunsOnlyOnceNoOlderPodIsLeft(t *testing.T) {
 		t.Errorf("control: the plain post-upgrade hook's contract saw no v2 session (%q): the database witness cannot tell a contract run too early", v3.otherSessions)
 	default:
 		t.Logf("control: the plain post-upgrade hook's contract started at %s; the database saw: %s", v3.startedAt.UTC().Format("15:04:05.000"), v3.otherSessions)
+	}
+
+	// v3's contract ran outside premigrate (the control's plain hook): premigrate recorded none. v4, declaring that
+	// its expand needs the previous version's contract, is refused before anything changed, and Helm 4 prints
+	// the check's log with its error (hook-output-log-policy).
+	out := anExpandThatRequiresAPendingContractIsRefused(t, res, r, r.AppIdentity(ctx))
+	res.Upgrades = 4
+	if !strings.Contains(out, "refusing the migration of") {
+		t.Errorf("helm upgrade (Helm 4) does not print the check's log with its error:\n%s", out)
 	}
 }
 
