@@ -33,7 +33,7 @@ func TestRequireContractRefusesTheMigrationOnlyWhileTheIdentityDeployedBeforeHas
 	}{
 		{name: "the previous identity's contract ran",
 			data: func(t *testing.T) map[string]string {
-				return map[string]string{"0000000001": entryOf(t, 30, false), "0000000002": entryOf(t, 20, true)}
+				return map[string]string{"0000000001": entryOf(t, 30, true), "0000000002": entryOf(t, 20, true)}
 			},
 			wantLog: "the contract of 0000000002, the identity deployed before " + identity + ", ran"},
 		{name: "the previous identity's contract has not run",
