@@ -1,4 +1,4 @@
-# premigrate: `make demo` runs the demo, `make test` runs every test. `make help` lists the rest.
+# premigrate: `make demo` runs the demo, `make test` runs what CI runs, `make test-matrix` every test. `make help` lists the rest.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := help
@@ -42,7 +42,7 @@ cluster: chart-deps images ## create or reuse the kind cluster and load our imag
 	@node_image=$$(hack/offline/kind/node-image.sh) && go run ./test/cmd/cluster up --node-image "$$node_image"
 
 .PHONY: test-gitops
-test-gitops: tools chart-deps images gitops-images release-e2e ## only the Flux and Argo CD scenarios (part of make test-e2e)
+test-gitops: tools chart-deps images gitops-images release-e2e ## only the Flux and Argo CD scenarios, every one (a -run filter: the verdict is not enforced)
 	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
 	  go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v -run 'TestFlux|TestArgoCD' 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/gitops.log"
 
@@ -104,19 +104,35 @@ release-e2e: tools
 	  { tail -n 30 "$(PREMIGRATE_CACHE)/logs/release-e2e.log"; exit 1; }
 	@echo "release for the cluster tests: $(PREMIGRATE_RELEASE_DIST)/oci (log: $(PREMIGRATE_CACHE)/logs/release-e2e.log)"
 
+# The cluster tests come in two tiers, declared by each scenario beside its promise (test/e2e: framework.CI or
+# framework.Matrix; docs/development.md says how to choose). make test runs the CI tier: every mutant's catching
+# scenario, at least one scenario per promise clause, Flux and Argo CD, the witness's controls, fewer repeated
+# upgrades. make test-matrix runs every scenario at full depth. Each run's verdict is enforced on the scenarios it
+# asked for (a go test -run filter instead leaves it unenforced).
+E2E_CI := E2E_TIER=ci E2E_UPGRADES=4 E2E_GITOPS_UPGRADES=2
+E2E_MATRIX := E2E_TIER=matrix E2E_UPGRADES= E2E_GITOPS_UPGRADES=
+
 .PHONY: test-e2e
-test-e2e: tools chart-deps images gitops-images release-e2e ## cluster tests on kind, Flux and Argo CD included (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
-	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" \
-	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+test-e2e: tools chart-deps images gitops-images release-e2e ## cluster tests on kind, the CI tier (creates the cluster; KEEP_CLUSTER=1 keeps it and the namespaces of failed scenarios)
+	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" $(E2E_CI) \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 60m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e.log"
+
+.PHONY: test-e2e-matrix
+test-e2e-matrix: tools chart-deps images gitops-images release-e2e ## cluster tests on kind, every scenario of the matrix at full depth
+	@node_image=$$(hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" $(E2E_MATRIX) \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 100m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e-matrix.log"
 
 .PHONY: test-k8s-oldest
-test-k8s-oldest: tools chart-deps images gitops-images release-e2e ## the cluster tests on the oldest Kubernetes the charts claim (hack/lib.sh PREMIGRATE_K8S=oldest: its own node image, cluster premigrate-oldest, ImageVolume turned on for the scenario that asks for gate.delivery imageVolume)
+test-k8s-oldest: tools chart-deps images gitops-images release-e2e ## the cluster tests (the matrix) on the oldest Kubernetes the charts claim (hack/lib.sh PREMIGRATE_K8S=oldest: its own node image, cluster premigrate-oldest, ImageVolume turned on for the scenario that asks for gate.delivery imageVolume)
 	@node_image=$$(PREMIGRATE_K8S=oldest hack/offline/kind/node-image.sh) && KIND_NODE_IMAGE="$$node_image" KIND_CLUSTER_NAME=premigrate-oldest \
-	  KIND_FEATURE_GATES=ImageVolume=true \
-	  go test -tags e2e ./test/e2e/ -count=1 -timeout 80m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e-oldest.log"
+	  KIND_FEATURE_GATES=ImageVolume=true $(E2E_MATRIX) \
+	  go test -tags e2e ./test/e2e/ -count=1 -timeout 100m -parallel 256 -v $(E2E_FLAGS) 2>&1 | tee "$(PREMIGRATE_CACHE)/logs/e2e-oldest.log"
 
 .PHONY: test
-test: test-fast test-e2e ## every test: lint, unit, render and the cluster tests on kind
+test: test-fast test-e2e ## what CI runs: lint, unit, render, the unit-level mutants and the cluster tests' CI tier on kind
+
+.PHONY: test-matrix
+test-matrix: test-fast test-e2e-matrix ## every test: lint, unit, render, the unit-level mutants and every cluster scenario at full depth
 
 .PHONY: test-mutants-unit
 test-mutants-unit: ## break the chart, the library and the gate on purpose (hack/mutants/mutants.yaml); each mutant's unit or render test must fail on an assertion

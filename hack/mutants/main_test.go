@@ -1,7 +1,7 @@
 package main
 
 import (
-	"os"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -49,13 +49,14 @@ func TestNoClusterResultIsOlderThanTheFilesItsMutantEdits(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := table(t)
-	stale, err := staleClusterResults(root, ms, results)
+	broken, stale, err := staleClusterResults(root, ms, results)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range stale {
+	for _, s := range broken {
 		t.Errorf("stale cluster result, run `make test-mutants MUTANTS_LEVEL=cluster MUTANTS=<id>` again: %s", s)
 	}
+	t.Logf("%d cluster results ran another scenario or before their scenario's test changed (MUTANTS.md says which)", len(stale))
 	known := map[string]bool{}
 	for _, m := range ms {
 		known[m.ID] = true
@@ -125,25 +126,25 @@ func TestJudgeCountsOnlyAFailedAssertionAsACatch(t *testing.T) {
 	}
 }
 
-func TestTheClusterBaselineAcceptsOnlyScenariosWhoseEveryTestPassed(t *testing.T) {
-	scenarios := []string{"TestA", "TestB"}
+func TestTheClusterBaselineAcceptsOnlyARunWhoseAskedScenariosAllPassed(t *testing.T) {
+	failed := errors.New("exit status 1")
 	cases := []struct {
 		name    string
 		results map[string]string
+		exitErr error
 		bad     int
 	}{
-		{"both passed", map[string]string{"TestAOne": "pass", "TestATwo": "pass", "TestBX": "pass"}, 0},
-		{"a subtest failed under a passing parent is judged by its parent", map[string]string{"TestAOne": "pass", "TestAOne/sub": "fail", "TestBX": "pass"}, 0},
-		{"one test of a scenario failed", map[string]string{"TestAOne": "pass", "TestATwo": "fail", "TestBX": "pass"}, 1},
-		{"a scenario was skipped", map[string]string{"TestAOne": "skip", "TestBX": "pass"}, 1},
-		{"a scenario ran no test", map[string]string{"TestAOne": "pass"}, 1},
-		{"nothing ran", map[string]string{}, 2},
+		{"every test passed or skipped as not asked for", map[string]string{"TestA": "pass", "TestB": "skip"}, nil, 0},
+		{"a subtest failed under a passing parent is judged by its parent", map[string]string{"TestA": "pass", "TestA/sub": "fail"}, nil, 0},
+		{"a test failed", map[string]string{"TestA": "pass", "TestB": "fail"}, failed, 2},
+		{"the verdict failed the run: an asked scenario did not run", map[string]string{"TestA": "skip"}, failed, 1},
+		{"nothing ran", map[string]string{}, failed, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rep := testReport{results: tc.results}
-			if got := rep.notPassing(scenarios); len(got) != tc.bad {
-				t.Errorf("notPassing() = %q, want %d scenarios named", got, tc.bad)
+			rep := testReport{results: tc.results, exitErr: tc.exitErr}
+			if got := rep.notPassing(); len(got) != tc.bad {
+				t.Errorf("notPassing() = %q, want %d problems", got, tc.bad)
 			}
 		})
 	}
@@ -166,21 +167,28 @@ func TestASecondMutantRunOnTheSameTreeStopsNamingIt(t *testing.T) {
 	unlock2()
 }
 
-func TestTheRegistryScenarioTheRunnerBuildsAReleaseForIsATestOfTheClusterSuite(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(root, "test/e2e/*_test.go"))
+func TestTheRegistryScenarioTheRunnerBuildsAReleaseForIsAScenarioOfTheClusterSuite(t *testing.T) {
+	files, err := scenarioFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		found = found || strings.Contains(string(b), "\nfunc "+registryScenario+"(t *testing.T) {")
+	if _, ok := files[registryScenario]; !ok {
+		t.Errorf("no test/e2e test declares scenario %s: the mutants it judges would run on the unmutated release", registryScenario)
 	}
-	if !found {
-		t.Errorf("no test/e2e test is named %s: the mutants it judges would run on the unmutated release", registryScenario)
+}
+
+func TestEveryMutantNamesAScenarioTheClusterTestsDeclare(t *testing.T) {
+	files, err := scenarioFiles(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 90 {
+		t.Errorf("%d scenarios read from test/e2e, want the suite's (over 90): the declarations changed shape", len(files))
+	}
+	for _, m := range table(t) {
+		if _, ok := files[m.Scenario]; m.Scenario != "" && !ok {
+			t.Errorf("mutant %s names scenario %s, which no test/e2e file declares", m.ID, m.Scenario)
+		}
 	}
 }
 

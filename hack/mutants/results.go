@@ -26,7 +26,7 @@ type clusterResult struct {
 	ID       string  `json:"id"`
 	Commit   string  `json:"commit"`   // the commit the mutated files came from
 	Edits    string  `json:"edits"`    // a hash of the mutant's edits as they ran
-	Scenario string  `json:"scenario"` // the -run regexp
+	Scenario string  `json:"scenario"` // the scenario it ran and that caught it (results from before the tiers: a -run regexp)
 	Outcome  string  `json:"outcome"`  // caught, survived or error
 	Detail   string  `json:"detail,omitempty"`
 	At       string  `json:"at"`
@@ -107,32 +107,68 @@ func committed(root string, ms []mutant) error {
 	return nil
 }
 
-// staleClusterResults lists the results that no longer describe the tree: the mutant's edits changed, or a
-// file it edits changed after the commit it ran on.
-func staleClusterResults(root string, ms []mutant, results map[string]clusterResult) ([]string, error) {
-	var stale []string
+// staleClusterResults lists the results that no longer describe the tree, in two kinds. broken: the mutant's
+// edits changed, or a file it edits changed after the commit it ran on (the unit tests fail: what was mutated
+// is not what the tree has). stale: the result ran another scenario than the table names now (before the
+// tiers, a -run of every variant of a test), or the file that declares its scenario, the cluster tests' harness
+// or test/framework changed after that commit (the proof that caught it is not the one CI runs now: MUTANTS.md
+// says so, and `make test-mutants MUTANTS_LEVEL=cluster` runs it again).
+func staleClusterResults(root string, ms []mutant, results map[string]clusterResult) (broken, stale []string, err error) {
+	files, err := scenarioFiles(root)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, m := range ms {
 		r, ok := results[m.ID]
 		if !ok {
 			continue
 		}
 		if r.Edits != editsHash(m) {
-			stale = append(stale, fmt.Sprintf("%s: its edits changed since its cluster run on %s", m.ID, r.Commit))
+			broken = append(broken, fmt.Sprintf("%s: its edits changed since its cluster run on %s", m.ID, r.Commit))
 			continue
 		}
+		var mutated []string
 		for _, e := range m.Edits {
-			cmd := exec.Command("git", "diff", "--quiet", r.Commit, "--", e.File)
-			cmd.Dir = root
-			if err := cmd.Run(); err != nil {
-				var exitErr *exec.ExitError
-				if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
-					return nil, fmt.Errorf("git diff %s -- %s: %w", r.Commit, e.File, err)
-				}
-				stale = append(stale, fmt.Sprintf("%s: %s changed since its cluster run on %s", m.ID, e.File, r.Commit))
-			}
+			mutated = append(mutated, e.File)
+		}
+		changed, err := changedSince(root, r.Commit, mutated)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(changed) > 0 {
+			broken = append(broken, fmt.Sprintf("%s: %s changed since its cluster run on %s", m.ID, strings.Join(changed, ", "), r.Commit))
+			continue
+		}
+		if r.Scenario != m.Scenario {
+			stale = append(stale, fmt.Sprintf("%s: it ran %s, and the table names scenario %s", m.ID, r.Scenario, m.Scenario))
+			continue
+		}
+		changed, err = changedSince(root, r.Commit, append([]string{files[m.Scenario]}, clusterHarness...))
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(changed) > 0 {
+			stale = append(stale, fmt.Sprintf("%s: %s changed since its cluster run on %s", m.ID, strings.Join(changed, ", "), r.Commit))
 		}
 	}
-	return stale, nil
+	return broken, stale, nil
+}
+
+// changedSince lists the paths (files or folders) that differ between commit and the working tree.
+func changedSince(root, commit string, paths []string) ([]string, error) {
+	var changed []string
+	for _, p := range paths {
+		cmd := exec.Command("git", "diff", "--quiet", commit, "--", p)
+		cmd.Dir = root
+		if err := cmd.Run(); err != nil {
+			var exitErr *exec.ExitError
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 1 {
+				return nil, fmt.Errorf("git diff %s -- %s: %w", commit, p, err)
+			}
+			changed = append(changed, p)
+		}
+	}
+	return changed, nil
 }
 
 // writeMarkdown writes MUTANTS.md: every mutant with this run's unit result and its committed cluster result.
@@ -141,14 +177,14 @@ func writeMarkdown(root, path string, all []mutant, unit []result) error {
 	if err != nil {
 		return err
 	}
-	stale, err := staleClusterResults(root, all, cluster)
+	broken, stale, err := staleClusterResults(root, all, cluster)
 	if err != nil {
 		return err
 	}
-	isStale := map[string]bool{}
-	for _, s := range stale {
-		id, _, _ := strings.Cut(s, ":")
-		isStale[id] = true
+	isStale := map[string]string{}
+	for _, s := range append(broken, stale...) {
+		id, why, _ := strings.Cut(s, ": ")
+		isStale[id] = why
 	}
 	byID := map[string]result{}
 	for _, r := range unit {
@@ -173,8 +209,8 @@ func writeMarkdown(root, path string, all []mutant, unit []result) error {
 		}
 		if c, ok := cluster[m.ID]; ok {
 			clusterCell = fmt.Sprintf("%s on %s (%.0f min)", c.Outcome, c.Commit, c.Minutes)
-			if isStale[m.ID] {
-				clusterCell = "stale: ran on " + c.Commit
+			if why, ok := isStale[m.ID]; ok {
+				clusterCell = fmt.Sprintf("stale (%s): %s", why, c.Outcome)
 			} else {
 				ran++
 				if c.Outcome == caught {

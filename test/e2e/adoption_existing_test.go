@@ -15,7 +15,7 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
-var existingServiceScenario = scenarios.Declare(framework.Adoption, "existing-service-adopts")
+var existingServiceScenario = scenarios.Declare(framework.Adoption, framework.Matrix, "existing-service-adopts")
 
 // A service that already serves, as teams have it before premigrate: `helm create` output running the demo
 // app, with the database URL from a Secret and the team's own migration Job under a fixed name.

@@ -31,7 +31,7 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
-var registryScenario = scenarios.Declare(framework.Adoption, "release-from-registry")
+var registryScenario = scenarios.Declare(framework.Adoption, framework.CI, "release-from-registry")
 
 // The publishing path, end to end: `make release` (its layout, built by make test-e2e without PostgreSQL) is
 // pushed to distribution's registry running on kind behind TLS with its own CA, the README's mirroring block

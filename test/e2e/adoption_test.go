@@ -18,10 +18,10 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	adopterScenarios               = scenarios.DeclareEach(framework.Adoption, "adopter", "helm3", "helm4")
-	adopterLibraryDefaultsScenario = scenarios.Declare(framework.Adoption, "adopter-library-defaults")
-	adopterControlScenario         = scenarios.Declare(framework.Adoption, "adopter-control")
-	migrationProxySidecarScenario  = scenarios.Declare(framework.Adoption, "migration-proxy-sidecar")
+	adopterScenarios               = scenarios.DeclareEach(framework.Adoption, "adopter", framework.In(framework.Matrix, "helm3"), framework.In(framework.Matrix, "helm4"))
+	adopterLibraryDefaultsScenario = scenarios.Declare(framework.Adoption, framework.CI, "adopter-library-defaults")
+	adopterControlScenario         = scenarios.Declare(framework.Adoption, framework.Matrix, "adopter-control")
+	migrationProxySidecarScenario  = scenarios.Declare(framework.Adoption, framework.Matrix, "migration-proxy-sidecar")
 )
 
 // The adopter example (examples/ledger): another app's chart that takes premigrate's machinery from the

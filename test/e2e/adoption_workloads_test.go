@@ -14,7 +14,7 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
-var workloadsScenario = scenarios.Declare(framework.Adoption, "every-workload-gated")
+var workloadsScenario = scenarios.Declare(framework.Adoption, framework.CI, "every-workload-gated")
 
 const shopSecret = `apiVersion: v1
 kind: Secret

@@ -23,7 +23,7 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	recordsAndWatchOnARealAPIServerScenario = scenarios.Declare(framework.Before, "records-and-watch-on-a-real-api-server")
+	recordsAndWatchOnARealAPIServerScenario = scenarios.Declare(framework.Before, framework.CI, "records-and-watch-on-a-real-api-server")
 )
 
 // The gate's record writes and its watch, against the real API server: the fake clientset of the unit tests

@@ -15,9 +15,9 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	controlTimeClauseScenario         = scenarios.Declare(framework.Before, "control-time-clause")
-	controlJobModeWithoutGateScenario = scenarios.Declare(framework.Before, "control-1")
-	controlGateAlwaysLetsGoScenario   = scenarios.Declare(framework.Before, "control-2")
+	controlTimeClauseScenario         = scenarios.Declare(framework.Before, framework.CI, "control-time-clause")
+	controlJobModeWithoutGateScenario = scenarios.Declare(framework.Before, framework.CI, "control-1")
+	controlGateAlwaysLetsGoScenario   = scenarios.Declare(framework.Before, framework.Matrix, "control-2")
 )
 
 // Negative controls: the protection removed, the same oracle. The witness (the app's own record of its start

@@ -18,8 +18,8 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	schedulingGateScenario       = scenarios.Declare(framework.Before, "gate-scheduling-gate")
-	schedulingGateFailedScenario = scenarios.Declare(framework.Before, "gate-scheduling-gate-failed-migration")
+	schedulingGateScenario       = scenarios.Declare(framework.Before, framework.CI, "gate-scheduling-gate")
+	schedulingGateFailedScenario = scenarios.Declare(framework.Before, framework.CI, "gate-scheduling-gate-failed-migration")
 )
 
 // schedulingGateValues are the demo at app version v, its pods held by the scheduling gate.

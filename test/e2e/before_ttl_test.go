@@ -19,9 +19,9 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	ttlSucceededScenarios      = waitModeScenarios(scenarios.Declare(framework.Before, "ttl-succeeded"), scenarios.Declare(framework.Before, "ttl-succeeded-scheduling-gate"))
-	ttlFailedScenarios         = waitModeScenarios(scenarios.Declare(framework.Before, "ttl-failed"), scenarios.Declare(framework.Before, "ttl-failed-scheduling-gate"))
-	ttlZeroWaitForJobsScenario = scenarios.Declare(framework.Before, "ttl-zero-wait-for-jobs")
+	ttlSucceededScenarios      = waitModeScenarios(scenarios.Declare(framework.Before, framework.CI, "ttl-succeeded"), scenarios.Declare(framework.Before, framework.Matrix, "ttl-succeeded-scheduling-gate"))
+	ttlFailedScenarios         = waitModeScenarios(scenarios.Declare(framework.Before, framework.CI, "ttl-failed"), scenarios.Declare(framework.Before, framework.Matrix, "ttl-failed-scheduling-gate"))
+	ttlZeroWaitForJobsScenario = scenarios.Declare(framework.Before, framework.Matrix, "ttl-zero-wait-for-jobs")
 )
 
 // With the defaults and with the pods held by the scheduling gate: both decide from the records once the Job is

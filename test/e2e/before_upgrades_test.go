@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +15,7 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	upgradesScenarios = scenarios.DeclareEach(framework.Before, "upgrades", "helm3-scheduling-gate", "helm4")
+	upgradesScenarios = scenarios.DeclareEach(framework.Before, "upgrades", framework.In(framework.CI, "helm3-scheduling-gate"), framework.In(framework.CI, "helm4"))
 )
 
 // upgradeSteps is the sequence every Helm CLI runs after the install: each step changes the migration Job's
@@ -39,13 +38,6 @@ var upgradeSteps = []struct {
 	{what: "migration resources again", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{framework.EnvVar("GREETING", "two")},
 		"migration": map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "30m"}}}}},
 	{what: "env GREETING=three", values: map[string]any{"image": map[string]any{"tag": "v5"}, "env": []any{framework.EnvVar("GREETING", "three")}}},
-}
-
-func upgradeCount() int {
-	if n, err := strconv.Atoi(os.Getenv("E2E_UPGRADES")); err == nil && n > 0 && n <= len(upgradeSteps) {
-		return n
-	}
-	return len(upgradeSteps)
 }
 
 // The upgrades under load take the whole cluster, Helm 3 and Helm 4 side by side and nothing else: their load

@@ -13,8 +13,8 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	gateWaitInAppScenario        = scenarios.Declare(framework.Before, "gate-wait-in-app")
-	gateWaitInAppControlScenario = scenarios.Declare(framework.Before, "gate-wait-in-app-control")
+	gateWaitInAppScenario        = scenarios.Declare(framework.Before, framework.Matrix, "gate-wait-in-app")
+	gateWaitInAppControlScenario = scenarios.Declare(framework.Before, framework.Matrix, "gate-wait-in-app-control")
 )
 
 // TestTheAppContainerItselfWaitsForItsMigrationWithGateWaitInApp installs and upgrades with gate.waitIn app:

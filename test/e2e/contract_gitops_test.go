@@ -11,8 +11,8 @@ import (
 )
 
 var (
-	contractArgoScenario = scenarios.Declare(framework.Contract, "contract-argocd")
-	contractFluxScenario = scenarios.Declare(framework.Contract, "contract-flux")
+	contractArgoScenario = scenarios.Declare(framework.Contract, framework.Matrix, "contract-argocd")
+	contractFluxScenario = scenarios.Declare(framework.Contract, framework.Matrix, "contract-flux")
 )
 
 // TestTheContractStepWaitsForTheOldPodsUnderArgoCDAndFlux runs upgradeWithContract through the two GitOps
@@ -23,8 +23,8 @@ var (
 func TestTheContractStepWaitsForTheOldPodsUnderArgoCDAndFlux(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	t.Run("argocd", sharing(weightOne, 120*time.Second, func(t *testing.T) {
-		gitopsUp(t, "argocd")
 		res := scenario(t, contractArgoScenario, "argocd")
+		gitopsUp(t, "argocd")
 		a := newArgoApp(t, "contract-argo")
 		_, id, _ := upgradeWithContract(t, res, a.Release, func(v map[string]any) time.Duration {
 			at := a.apply(argoValues(v), true)
@@ -47,8 +47,8 @@ func TestTheContractStepWaitsForTheOldPodsUnderArgoCDAndFlux(t *testing.T) {
 		a.AssertWitness(context.Background(), id)
 	}))
 	t.Run("flux", sharing(weightOne, 120*time.Second, func(t *testing.T) {
-		gitopsUp(t, "flux")
 		res := scenario(t, contractFluxScenario, "flux")
+		gitopsUp(t, "flux")
 		ns := env.NewNamespace(t, "contract-flux", restricted)
 		f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
 		_, id, _ := upgradeWithContract(t, res, f.Release, func(v map[string]any) time.Duration {

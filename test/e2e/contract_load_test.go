@@ -18,7 +18,8 @@ import (
 // The demo's expand/contract pair under load: v7 writes records.body, v8 records.content; migration 8 (the
 // expand) adds content and keeps both in step, v8's contract step (demo contract) drops body.
 var expandContractScenarios = scenarios.DeclareEach(framework.Contract, "expand-contract-under-load",
-	"helm4-grace-120s", "helm3-rollback-first", "control-drop-before-rollout")
+	framework.In(framework.Matrix, "helm4-grace-120s"), framework.In(framework.Matrix, "helm3-rollback-first"),
+	framework.In(framework.Matrix, "control-drop-before-rollout"))
 
 // pairValues are the values of demo version tag with its contract step (contract), the app's pods keeping
 // their process shutdown after SIGTERM inside a grace period of grace seconds; migrationEnv is the migration's

@@ -14,7 +14,7 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
-var contractSkippedScenario = scenarios.Declare(framework.Contract, "contract-skipped-version")
+var contractSkippedScenario = scenarios.Declare(framework.Contract, framework.Matrix, "contract-skipped-version")
 
 // TestAVersionLeftBeforeItsRolloutEndedNeverRunsItsContract applies v1, then v2 and, while v2's rollout is
 // still under way (its contract Job waiting for it), v3, with `helm template | kubectl apply` (job mode: every

@@ -19,7 +19,7 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
-var contractAfterOldPodsScenario = scenarios.Declare(framework.Contract, "contract-after-old-pods")
+var contractAfterOldPodsScenario = scenarios.Declare(framework.Contract, framework.CI, "contract-after-old-pods")
 
 // contractShutdownDelay is how long an old pod keeps its process (and its database sessions) after SIGTERM: the
 // demo's SHUTDOWN_DELAY, inside a grace period longer than it. Helm's --wait ends long before: terminating pods
@@ -352,8 +352,8 @@ spec:
 `
 
 var (
-	contractHelm3Scenario = scenarios.Declare(framework.Contract, "contract-after-old-pods-helm3")
-	contractApplyScenario = scenarios.Declare(framework.Contract, "contract-kubectl-apply")
+	contractHelm3Scenario = scenarios.Declare(framework.Contract, framework.CI, "contract-after-old-pods-helm3")
+	contractApplyScenario = scenarios.Declare(framework.Contract, framework.CI, "contract-kubectl-apply")
 )
 
 // The same upgrade with Helm 3 (its own --wait, the post-upgrade hook), then a contract that fails

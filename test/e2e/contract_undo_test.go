@@ -15,7 +15,7 @@ import (
 	"github.com/premigrate/premigrate/test/framework"
 )
 
-var contractUndoScenario = scenarios.Declare(framework.Contract, "contract-rollout-undo-first")
+var contractUndoScenario = scenarios.Declare(framework.Contract, framework.CI, "contract-rollout-undo-first")
 
 // TestARolloutUndoWhileTheContractHookWaitsKeepsItFromRunning upgrades v1 -> v2 with Helm 3 (hook mode: the
 // contract a post-upgrade hook, which helm upgrade waits for) and, while v2's contract hook waits for the v1 pods

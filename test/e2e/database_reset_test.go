@@ -18,9 +18,9 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	databaseResetEmbeddedScenario        = scenarios.Declare(framework.ThisDatabase, "database-reset-embedded")
-	databaseResetEmbeddedControlScenario = scenarios.Declare(framework.ThisDatabase, "database-reset-embedded-control")
-	databaseReplacedExternalScenario     = scenarios.Declare(framework.ThisDatabase, "database-replaced-external")
+	databaseResetEmbeddedScenario        = scenarios.Declare(framework.ThisDatabase, framework.CI, "database-reset-embedded")
+	databaseResetEmbeddedControlScenario = scenarios.Declare(framework.ThisDatabase, framework.Matrix, "database-reset-embedded-control")
+	databaseReplacedExternalScenario     = scenarios.Declare(framework.ThisDatabase, framework.CI, "database-replaced-external")
 )
 
 // The embedded PostgreSQL without persistence keeps its data in its pod's emptyDir: when the pod is made again

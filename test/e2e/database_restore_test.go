@@ -15,8 +15,8 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	databaseRestoredFromDumpScenario        = scenarios.Declare(framework.ThisDatabase, "database-restored-from-dump")
-	databaseRestoredFromDumpControlScenario = scenarios.Declare(framework.ThisDatabase, "database-restored-from-dump-control")
+	databaseRestoredFromDumpScenario        = scenarios.Declare(framework.ThisDatabase, framework.CI, "database-restored-from-dump")
+	databaseRestoredFromDumpControlScenario = scenarios.Declare(framework.ThisDatabase, framework.Matrix, "database-restored-from-dump-control")
 )
 
 // An external database restored from a dump taken before the last upgrade (issue: the records tell the truth

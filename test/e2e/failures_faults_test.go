@@ -16,8 +16,8 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	migrationPodKilledScenario = scenarios.Declare(framework.NeverSkipped, "migration-pod-killed")
-	databaseDownScenario       = scenarios.Declare(framework.NeverSkipped, "database-down")
+	migrationPodKilledScenario = scenarios.Declare(framework.NeverSkipped, framework.Matrix, "migration-pod-killed")
+	databaseDownScenario       = scenarios.Declare(framework.NeverSkipped, framework.Matrix, "database-down")
 )
 
 // deployResult is what deploy returned, for a deploy run in the background.

@@ -19,8 +19,8 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	externalDatabaseFirstInstallFailsFastScenarios      = scenarios.DeclareEach(framework.NeverSkipped, "external-database-first-install-fails-fast", "helm3", "helm4")
-	externalDatabaseFirstInstallPlainJobControlScenario = scenarios.Declare(framework.NeverSkipped, "external-database-first-install-plain-job-control")
+	externalDatabaseFirstInstallFailsFastScenarios      = scenarios.DeclareEach(framework.NeverSkipped, "external-database-first-install-fails-fast", framework.In(framework.CI, "helm3"), framework.In(framework.Matrix, "helm4"))
+	externalDatabaseFirstInstallPlainJobControlScenario = scenarios.Declare(framework.NeverSkipped, framework.Matrix, "external-database-first-install-plain-job-control")
 )
 
 // The migration as a pre-install hook where the database exists before the release (issue 23 item 12): with

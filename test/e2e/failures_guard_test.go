@@ -19,8 +19,8 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	guardScenarios       = scenarios.DeclareEach(framework.NeverSkipped, "guard-refuses-unmigrated-updates", "helm3", "helm4")
-	guardControlScenario = scenarios.Declare(framework.NeverSkipped, "guard-refuses-unmigrated-updates-control")
+	guardScenarios       = scenarios.DeclareEach(framework.NeverSkipped, "guard-refuses-unmigrated-updates", framework.In(framework.Matrix, "helm3"), framework.In(framework.CI, "helm4"))
+	guardControlScenario = scenarios.Declare(framework.NeverSkipped, framework.Matrix, "guard-refuses-unmigrated-updates-control")
 )
 
 // guardValues are the demo at app version v with the guard on or off.

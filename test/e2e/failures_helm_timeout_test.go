@@ -16,7 +16,7 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	helmTimeoutScenarios = scenarios.DeclareEach(framework.NeverSkipped, "helm-timeout", "helm3", "helm4")
+	helmTimeoutScenarios = scenarios.DeclareEach(framework.NeverSkipped, "helm-timeout", framework.In(framework.CI, "helm3"), framework.In(framework.Matrix, "helm4"))
 )
 
 // Issue: Helm's --timeout (5 minutes by default) can end before the migration (activeDeadlineSeconds 900 s by

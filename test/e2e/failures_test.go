@@ -18,9 +18,9 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	failedMigrationScenario    = scenarios.Declare(framework.NeverSkipped, "failed-migration")
-	signalledMigrationScenario = scenarios.Declare(framework.NeverSkipped, "signalled-migration")
-	slowDatabaseScenario       = scenarios.Declare(framework.NeverSkipped, "slow-database")
+	failedMigrationScenario    = scenarios.Declare(framework.NeverSkipped, framework.CI, "failed-migration")
+	signalledMigrationScenario = scenarios.Declare(framework.NeverSkipped, framework.CI, "signalled-migration")
+	slowDatabaseScenario       = scenarios.Declare(framework.NeverSkipped, framework.CI, "slow-database")
 )
 
 func TestAFailedMigrationFailsTheUpgradeKeepsOldPodsServingAndTheNextUpgradeWorks(t *testing.T) {

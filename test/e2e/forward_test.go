@@ -21,9 +21,9 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	destructiveMigrationScenario    = scenarios.Declare(framework.Forward, "destructive-migration")
-	rollbackPastKeptRecordsScenario = scenarios.Declare(framework.Forward, "rollback-past-kept-records")
-	heldBackOlderMigrationScenario  = scenarios.Declare(framework.Forward, "held-back-older-migration")
+	destructiveMigrationScenario    = scenarios.Declare(framework.Forward, framework.CI, "destructive-migration")
+	rollbackPastKeptRecordsScenario = scenarios.Declare(framework.Forward, framework.CI, "rollback-past-kept-records")
+	heldBackOlderMigrationScenario  = scenarios.Declare(framework.Forward, framework.CI, "held-back-older-migration")
 )
 
 func TestADestructiveMigrationIsRefusedUntilTheOperatorAcceptsDataLoss(t *testing.T) {

@@ -23,17 +23,17 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	fluxUpgradesScenarios             = waitModeScenarios(scenarios.Declare(framework.GitOps, "flux-upgrades"), scenarios.Declare(framework.GitOps, "flux-upgrades-scheduling-gate"))
-	fluxFailedMigrationScenario       = scenarios.Declare(framework.GitOps, "flux-failed-migration")
-	fluxHookOutputLogsControlScenario = scenarios.Declare(framework.GitOps, "flux-hook-output-logs-control")
-	fluxOCIScenario                   = scenarios.Declare(framework.GitOps, "flux-oci-repository")
-	argocdUpgradesScenario            = scenarios.Declare(framework.GitOps, "argocd-upgrades")
-	argocdFailedMigrationScenario     = scenarios.Declare(framework.GitOps, "argocd-failed-migration")
-	argocdSelectiveSyncScenarios      = waitModeScenarios(scenarios.Declare(framework.GitOps, "argocd-selective-sync"), scenarios.Declare(framework.GitOps, "argocd-selective-sync-scheduling-gate"))
-	argocdGuardScenario               = scenarios.Declare(framework.GitOps, "argocd-guard-refuses-selective-sync")
-	argocdHookModeScenario            = scenarios.Declare(framework.GitOps, "argocd-hook-mode")
-	argocdReplaceScenario             = scenarios.Declare(framework.GitOps, "argocd-replace")
-	argocdDeleteScenario              = scenarios.Declare(framework.GitOps, "argocd-delete-recreate")
+	fluxUpgradesScenarios             = waitModeScenarios(scenarios.Declare(framework.GitOps, framework.CI, "flux-upgrades"), scenarios.Declare(framework.GitOps, framework.Matrix, "flux-upgrades-scheduling-gate"))
+	fluxFailedMigrationScenario       = scenarios.Declare(framework.GitOps, framework.Matrix, "flux-failed-migration")
+	fluxHookOutputLogsControlScenario = scenarios.Declare(framework.GitOps, framework.Matrix, "flux-hook-output-logs-control")
+	fluxOCIScenario                   = scenarios.Declare(framework.GitOps, framework.Matrix, "flux-oci-repository")
+	argocdUpgradesScenario            = scenarios.Declare(framework.GitOps, framework.CI, "argocd-upgrades")
+	argocdFailedMigrationScenario     = scenarios.Declare(framework.GitOps, framework.Matrix, "argocd-failed-migration")
+	argocdSelectiveSyncScenarios      = waitModeScenarios(scenarios.Declare(framework.GitOps, framework.Matrix, "argocd-selective-sync"), scenarios.Declare(framework.GitOps, framework.Matrix, "argocd-selective-sync-scheduling-gate"))
+	argocdGuardScenario               = scenarios.Declare(framework.GitOps, framework.Matrix, "argocd-guard-refuses-selective-sync")
+	argocdHookModeScenario            = scenarios.Declare(framework.GitOps, framework.Matrix, "argocd-hook-mode")
+	argocdReplaceScenario             = scenarios.Declare(framework.GitOps, framework.Matrix, "argocd-replace")
+	argocdDeleteScenario              = scenarios.Declare(framework.GitOps, framework.Matrix, "argocd-delete-recreate")
 )
 
 // The GitOps controllers (hack/gitops.sh): Flux and Argo CD built here, installed into the cluster once per
@@ -181,8 +181,8 @@ spec:
 // HelmRelease is Ready, the nodes pulled the gate, the demo and PostgreSQL from that registry with the
 // release's digests (the kubelet's events, the pods' image IDs), and the witness sees no app before its migration.
 func fluxInstallsFromAnOCIRepository(t *testing.T) {
-	gitopsUp(t, "flux")
 	scenario(t, fluxOCIScenario, "flux")
+	gitopsUp(t, "flux")
 	ctx := context.Background()
 	dist := releaseDist(t)
 	reg := startRegistry(t)
@@ -336,16 +336,16 @@ func (f fluxRelease) settleWhen(timeout time.Duration, done func(helmRelease) bo
 }
 
 // fluxInstallsAndUpgrades installs the chart (hook mode, its defaults, the pods waiting as m says) through a Flux HelmRelease with Flux's defaults (install and upgrade wait for the pods), then
-// upgrades it five times by changing the HelmRelease's values: each reconciles Ready, and the witness sees no
+// upgrades it gitopsUpgradeCount() times (five in the matrix) by changing the HelmRelease's values: each reconciles Ready, and the witness sees no
 // app process before its migration. The upgrades are forced (upgrade.force: each object replaced): the records
-// of all six identities must survive them.
+// of every identity must survive them.
 func fluxInstallsAndUpgrades(m waitMode) func(*testing.T) {
 	return func(t *testing.T) { fluxInstallsAndUpgradesIn(t, m) }
 }
 
 func fluxInstallsAndUpgradesIn(t *testing.T, m waitMode) {
-	gitopsUp(t, "flux")
 	res := scenario(t, fluxUpgradesScenarios[m.name], "flux")
+	gitopsUp(t, "flux")
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "flux", restricted)
 	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", ""), force: true}
@@ -359,7 +359,7 @@ func fluxInstallsAndUpgradesIn(t *testing.T, m waitMode) {
 	m.assertPodsWaitAsTheModeSays(ctx, t, f.Release)
 	f.AssertWitness(ctx, f.AppIdentity(ctx))
 	ids := []string{f.AppIdentity(ctx)}
-	for i := 1; i <= 5; i++ {
+	for i := 1; i <= gitopsUpgradeCount(); i++ {
 		before := f.AppIdentity(ctx)
 		start := time.Now()
 		f.apply(fluxValues(framework.Merge(m.values, gitopsUpgrade(i))))
@@ -375,13 +375,13 @@ func fluxInstallsAndUpgradesIn(t *testing.T, m waitMode) {
 		f.AssertWitness(ctx, id)
 		ids = append(ids, id)
 	}
-	if v := f.PsqlInt("select max(version) from schema_migrations"); v != 6 {
-		t.Errorf("schema at version %d after the upgrades, want 6", v)
+	if v, want := f.PsqlInt("select max(version) from schema_migrations"), gitopsUpgradeCount()+1; v != want {
+		t.Errorf("schema at version %d after %d upgrades, want %d", v, gitopsUpgradeCount(), want)
 	}
 	records := f.Records(ctx)
 	for i, id := range ids {
 		if _, ok := records[id]; !ok {
-			t.Errorf("after five forced upgrades the records lack identity %s (revision %d): %v", id, i+1, records)
+			t.Errorf("after %d forced upgrades the records lack identity %s (revision %d): %v", len(ids)-1, id, i+1, records)
 		}
 	}
 }
@@ -392,8 +392,8 @@ func fluxInstallsAndUpgradesIn(t *testing.T, m waitMode) {
 // (docs: upgrade.remediation), so the release stays failed, a requested reconcile runs nothing, until the values
 // are fixed, which the last step does.
 func fluxReportsAFailedMigration(t *testing.T) {
-	gitopsUp(t, "flux")
 	scenario(t, fluxFailedMigrationScenario, "flux")
+	gitopsUp(t, "flux")
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "fluxfail", restricted)
 	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
@@ -486,8 +486,8 @@ func helmControllerRestarts(t *testing.T) int {
 // Flux has fixed fluxcd/helm-controller#1562 and the advice in docs/gitops.md can go.
 func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	take(t, weightOne, 80*time.Second) // after its siblings: it crashes the controller they use
-	gitopsUp(t, "flux")
 	scenario(t, fluxHookOutputLogsControlScenario, "flux")
+	gitopsUp(t, "flux")
 	ns := env.NewNamespace(t, "fluxlogs", restricted)
 	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
 	values := framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
@@ -519,8 +519,8 @@ func fluxCrashesOnHookOutputLogs(t *testing.T) {
 func TestFluxRunsTheChartWithItsDefaults(t *testing.T) {
 	t.Parallel()
 	t.Run("with a working controller", func(t *testing.T) {
-		t.Run("installs and upgrades five times with Flux's wait, without a deadlock", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgrades(waitModes()[0])))
-		t.Run("installs and upgrades five times with Flux's wait, the pods held by the scheduling gate", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgrades(waitModes()[1])))
+		t.Run("installs and upgrades with Flux's wait, without a deadlock", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgrades(waitModes()[0])))
+		t.Run("installs and upgrades with Flux's wait, the pods held by the scheduling gate", sharing(weightOne, 165*time.Second, fluxInstallsAndUpgrades(waitModes()[1])))
 		t.Run("reports a failed migration while the old pods keep serving", sharing(weightOne, 70*time.Second, fluxReportsAFailedMigration))
 		t.Run("installs from the chart's OCI repository, its images from the same registry", sharing(weightOne, 60*time.Second, fluxInstallsFromAnOCIRepository))
 	})
@@ -660,19 +660,19 @@ func argoValues(extra map[string]any) map[string]any {
 	return framework.Merge(v, extra)
 }
 
-// argoSyncsFiveUpgrades installs the chart through an Argo CD Application
-// (automated sync with prune and selfHeal, a TTL on the Jobs) and upgrades it five times by changing the
+// argoSyncsUpgrades installs the chart through an Argo CD Application
+// (automated sync with prune and selfHeal, a TTL on the Jobs) and upgrades it gitopsUpgradeCount() times (five in the matrix) by changing the
 // Application's values (image and env): each sync succeeds, and the witness sees no app process before its
 // migration.
-func argoSyncsFiveUpgrades(t *testing.T) {
-	gitopsUp(t, "argocd")
+func argoSyncsUpgrades(t *testing.T) {
 	res := scenario(t, argocdUpgradesScenario, "argocd")
+	gitopsUp(t, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argo")
 	a.apply(argoValues(nil), true)
 	a.healthy(8 * time.Minute)
 	a.AssertWitness(ctx, a.AppIdentity(ctx))
-	for i := 1; i <= 5; i++ {
+	for i := 1; i <= gitopsUpgradeCount(); i++ {
 		before := a.AppIdentity(ctx)
 		at := a.apply(argoValues(gitopsUpgrade(i)), true)
 		app := a.synced(at, 6*time.Minute)
@@ -688,8 +688,8 @@ func argoSyncsFiveUpgrades(t *testing.T) {
 		}
 		a.AssertWitness(ctx, id)
 	}
-	if v := a.PsqlInt("select max(version) from schema_migrations"); v != 6 {
-		t.Errorf("schema at version %d after the upgrades, want 6", v)
+	if v, want := a.PsqlInt("select max(version) from schema_migrations"), gitopsUpgradeCount()+1; v != want {
+		t.Errorf("schema at version %d after %d upgrades, want %d", v, gitopsUpgradeCount(), want)
 	}
 }
 
@@ -697,8 +697,8 @@ func argoSyncsFiveUpgrades(t *testing.T) {
 // operation fails and says so, the Deployment (wave 1, after the hook) keeps its identity and the old pods
 // serve, the schema is not half-migrated, and the failed Job's log stays readable.
 func argoReportsAFailedMigration(t *testing.T) {
-	gitopsUp(t, "argocd")
 	scenario(t, argocdFailedMigrationScenario, "argocd")
+	gitopsUp(t, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argofail")
 	// Argo CD retries a failed automated sync 5 times by default, with back-off (5 s doubling): each retry runs
@@ -739,8 +739,8 @@ func argoSelectiveSyncHoldsTheNewPods(m waitMode) func(*testing.T) {
 }
 
 func argoSelectiveSyncHoldsTheNewPodsIn(t *testing.T, m waitMode) {
-	gitopsUp(t, "argocd")
 	scenario(t, argocdSelectiveSyncScenarios[m.name], "argocd")
+	gitopsUp(t, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argosel")
 	m.start(t, a.Release)
@@ -797,8 +797,8 @@ func argoSelectiveSyncHoldsTheNewPodsIn(t *testing.T, m waitMode) {
 // the full sync then runs the migration and the Deployment together. Its negative control is
 // argocd-selective-sync itself: the guard off, the same sync goes through and the new pods wait in the gate.
 func argoGuardRefusesASelectiveSync(t *testing.T) {
-	gitopsUp(t, "argocd")
 	res := scenario(t, argocdGuardScenario, "argocd")
+	gitopsUp(t, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argoguard")
 	removeGuardObjects(t, a.Release)
@@ -849,8 +849,8 @@ func argoGuardRefusesASelectiveSync(t *testing.T) {
 // Argo CD renders without lookup). argocd mode is still the one to use: its Job is a Sync hook that runs
 // before the Deployment is applied.
 func argoRendersHookModeAsAnInstall(t *testing.T) {
-	gitopsUp(t, "argocd")
 	scenario(t, argocdHookModeScenario, "argocd")
+	gitopsUp(t, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argohook")
 	values := func(tag string) map[string]any {
@@ -890,8 +890,8 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 // schema would be refused and fail the sync); its pods start on the record (the Jobs are gone at once, TTL 0).
 // The anchor's marker, gone after the replace, shows the replace happened: without it the scenario proves nothing.
 func argoReplaceKeepsEveryRecord(t *testing.T) {
-	gitopsUp(t, "argocd")
 	res := scenario(t, argocdReplaceScenario, "argocd")
+	gitopsUp(t, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argorepl")
 	a.syncOptions = []string{"Replace=true"}
@@ -961,8 +961,8 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 // finds its identity recorded on the kept database and runs nothing again; its pods start on that record, and
 // the data written before the deletion is still there.
 func argoDeleteKeepsTheDatabaseAndItsRecords(t *testing.T) {
-	gitopsUp(t, "argocd")
 	res := scenario(t, argocdDeleteScenario, "argocd")
+	gitopsUp(t, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argodel")
 	// the Job kept for an hour: the deletion, not its TTL, takes it (Argo CD manages the Sync hook's Job)
@@ -1020,7 +1020,7 @@ func argoDeleteKeepsTheDatabaseAndItsRecords(t *testing.T) {
 // Application and a namespace each), as the scheduler lets them (share_test.go).
 func TestArgoCDSyncsTheChartInArgocdMode(t *testing.T) {
 	t.Parallel()
-	t.Run("through five upgrades with automated sync, prune, self-heal and a TTL", sharing(weightOne, 290*time.Second, argoSyncsFiveUpgrades))
+	t.Run("through its upgrades with automated sync, prune, self-heal and a TTL", sharing(weightOne, 290*time.Second, argoSyncsUpgrades))
 	t.Run("reports a failed migration and the new pods never start", sharing(weightOne, 120*time.Second, argoReportsAFailedMigration))
 	t.Run("holds the new pods in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods(waitModes()[0])))
 	t.Run("holds the new pods at the scheduling gate in a selective sync that skips the hook", sharing(weightOne, 125*time.Second, argoSelectiveSyncHoldsTheNewPods(waitModes()[1])))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/premigrate/premigrate/test/e2e/verdict"
@@ -53,7 +54,10 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	expected = scenarios.Seal()
+	if expected, asked, err = selectScenarios(); err != nil {
+		return stopped(err.Error())
+	}
+	fmt.Printf("e2e: this run is %s\n", asked)
 	// the test binary runs in this package's folder: its test files are here
 	if err := verdict.CheckTests(".", helperTests); err != nil {
 		return stopped(fmt.Sprintf("checking the tests: %v", err))
@@ -80,7 +84,11 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e report:", err)
 	}
 	// a full run must have the verdict pass; a filtered one keeps go test's own code
-	code, line := verdict.Exit(testFlags(), code, v)
+	flags := testFlags()
+	if asked != wholeSuite {
+		flags.Asked = asked
+	}
+	code, line := verdict.Exit(flags, code, v)
 	said, err := env.Close(os.Getenv("KEEP_CLUSTER") == "1")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e teardown:", err)
@@ -89,6 +97,40 @@ func run(m *testing.M) int {
 	}
 	fmt.Println(line)
 	return code
+}
+
+// wholeSuite is what a run of every declared scenario asked for.
+const wholeSuite = "the whole suite (tier matrix)"
+
+// asked is what this run was asked for (selectScenarios), for its verdict line and its report.
+var asked string
+
+// selectScenarios chooses the scenarios this run runs and must report, each once: those E2E_SCENARIOS names
+// (comma-separated IDs: a mutant's cluster run), else those of the tier E2E_TIER asks for (ci: make test;
+// matrix or unset: every scenario, make test-matrix). A test whose scenario is not chosen skips before it
+// takes any of the cluster (scenario()). It returns the IDs and what the run asked for.
+func selectScenarios() ([]string, string, error) {
+	tier, err := framework.ParseTier(os.Getenv("E2E_TIER"))
+	if err != nil {
+		return nil, "", fmt.Errorf("E2E_TIER: %w", err)
+	}
+	var ids []string
+	for _, id := range strings.Split(os.Getenv("E2E_SCENARIOS"), ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	chosen, err := scenarios.Select(tier, ids)
+	if err != nil {
+		return nil, "", fmt.Errorf("E2E_SCENARIOS: %w", err)
+	}
+	switch {
+	case len(ids) > 0:
+		return chosen, fmt.Sprintf("the scenarios %s", strings.Join(chosen, ", ")), nil
+	case tier == framework.Matrix:
+		return chosen, wholeSuite, nil
+	}
+	return chosen, fmt.Sprintf("tier %s (%d of %d scenarios)", tier, len(chosen), len(scenarios.IDs())), nil
 }
 
 // checkParallel refuses a go test -parallel below twice the number of scenarios, before any cluster is made.

@@ -20,10 +20,10 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	installRacingUpgradeScenarios   = scenarios.DeclareEach(framework.Once, "install-racing-upgrade", "helm3", "helm4")
-	timedOutInstallRetriedScenarios = scenarios.DeclareEach(framework.Once, "timed-out-install-retried", "helm3", "helm4")
-	concurrentMigrationsScenario    = scenarios.Declare(framework.Once, "concurrent-migrations")
-	backToBackMigrationsScenario    = scenarios.Declare(framework.Once, "back-to-back-migrations")
+	installRacingUpgradeScenarios   = scenarios.DeclareEach(framework.Once, "install-racing-upgrade", framework.In(framework.Matrix, "helm3"), framework.In(framework.Matrix, "helm4"))
+	timedOutInstallRetriedScenarios = scenarios.DeclareEach(framework.Once, "timed-out-install-retried", framework.In(framework.Matrix, "helm3"), framework.In(framework.CI, "helm4"))
+	concurrentMigrationsScenario    = scenarios.Declare(framework.Once, framework.Matrix, "concurrent-migrations")
+	backToBackMigrationsScenario    = scenarios.Declare(framework.Once, framework.CI, "back-to-back-migrations")
 )
 
 func TestTwoMigrationsStartedAtOnceAreSerializedByTheLock(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	ctInstallScenario = scenarios.Declare(framework.EveryPath, "ct-install")
+	ctInstallScenario = scenarios.Declare(framework.EveryPath, framework.Matrix, "ct-install")
 )
 
 // chart-testing's own install flow: every ci/*-values.yaml installed with --wait in a namespace of its own and

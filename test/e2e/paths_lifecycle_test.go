@@ -21,10 +21,13 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	reinstallScenarios       = scenarios.DeclareEach(framework.EveryPath, "reinstall", lifecycleVariantNames()...)
-	enableLaterScenarios     = scenarios.DeclareEach(framework.EveryPath, "enable-later", lifecycleVariantNames()...)
-	jobModeRollbackScenarios = scenarios.DeclareEach(framework.EveryPath, "job-mode-rollback", lifecycleVariantNames()...)
-	gitopsRevertTTLScenarios = scenarios.DeclareEach(framework.EveryPath, "gitops-revert-ttl", "kubectl", "kubectl-scheduling-gate")
+	reinstallScenarios = scenarios.DeclareEach(framework.EveryPath, "reinstall",
+		framework.In(framework.Matrix, "helm3"), framework.In(framework.Matrix, "helm4"), framework.In(framework.CI, "helm4-scheduling-gate"))
+	enableLaterScenarios = scenarios.DeclareEach(framework.EveryPath, "enable-later",
+		framework.In(framework.Matrix, "helm3"), framework.In(framework.Matrix, "helm4"), framework.In(framework.Matrix, "helm4-scheduling-gate"))
+	jobModeRollbackScenarios = scenarios.DeclareEach(framework.EveryPath, "job-mode-rollback",
+		framework.In(framework.CI, "helm3"), framework.In(framework.Matrix, "helm4"), framework.In(framework.Matrix, "helm4-scheduling-gate"))
+	gitopsRevertTTLScenarios = scenarios.DeclareEach(framework.EveryPath, "gitops-revert-ttl", framework.In(framework.Matrix, "kubectl"), framework.In(framework.Matrix, "kubectl-scheduling-gate"))
 )
 
 // helmCLIs are the Helm CLIs every lifecycle scenario runs under.
@@ -62,9 +65,6 @@ func lifecycleVariants() []lifecycleVariant {
 		{name: "helm4-scheduling-gate", bin: env.Helm4, values: map[string]any{"gate": map[string]any{"waitIn": "schedulingGate"}}},
 	}
 }
-
-// lifecycleVariantNames names the matrix's entries (before env is set up: the scenarios are declared first).
-func lifecycleVariantNames() []string { return []string{"helm3", "helm4", "helm4-scheduling-gate"} }
 
 // uninstall runs `helm uninstall --wait`.
 func uninstall(r *framework.Release) {

@@ -23,7 +23,7 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	upgradeFromPreviousScenarios = scenarios.DeclareEach(framework.EveryPath, "upgrade-from-previous", "helm3", "helm4")
+	upgradeFromPreviousScenarios = scenarios.DeclareEach(framework.EveryPath, "upgrade-from-previous", framework.In(framework.Matrix, "helm3"), framework.In(framework.CI, "helm4"))
 )
 
 // previousChart extracts the chart of the previous release (hack/previous-release) from git and returns its

@@ -17,9 +17,9 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	jobModeKubectlApplyScenario = scenarios.Declare(framework.EveryPath, "job-mode-kubectl-apply")
-	rollbackScenario            = scenarios.Declare(framework.EveryPath, "rollback")
-	noHooksUpgradeScenario      = scenarios.Declare(framework.EveryPath, "no-hooks-upgrade")
+	jobModeKubectlApplyScenario = scenarios.Declare(framework.EveryPath, framework.CI, "job-mode-kubectl-apply")
+	rollbackScenario            = scenarios.Declare(framework.EveryPath, framework.Matrix, "rollback")
+	noHooksUpgradeScenario      = scenarios.Declare(framework.EveryPath, framework.Matrix, "no-hooks-upgrade")
 )
 
 func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	gateRBACScenario          = scenarios.Declare(framework.LeastPrivilege, "gate-rbac")
-	recordsUnreadableScenario = scenarios.Declare(framework.LeastPrivilege, "records-unreadable")
+	gateRBACScenario          = scenarios.Declare(framework.LeastPrivilege, framework.CI, "gate-rbac")
+	recordsUnreadableScenario = scenarios.Declare(framework.LeastPrivilege, framework.CI, "records-unreadable")
 )
 
 func TestTheGateServiceAccountMayReadExactlyWhatItNeeds(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 type scenarioResult struct {
 	Scenario       string             `json:"scenario"`
 	Promise        string             `json:"promise"` // what it proves (framework.Promises)
+	Tier           string             `json:"tier"`    // the smallest run it is part of (framework.Tiers)
 	Result         string             `json:"result"`  // pass, fail or skipped
 	Helm           string             `json:"helm,omitempty"`
 	Upgrades       int                `json:"upgrades,omitempty"`
@@ -143,6 +144,7 @@ func saveReport() (verdict.Verdict, error) {
 	byPromise(all)
 	doc := map[string]any{
 		"startedAt":  report.started.UTC().Format(time.RFC3339),
+		"asked":      asked,
 		"wallSec":    time.Since(report.started).Round(time.Second).Seconds(),
 		"finished":   report.final,
 		"verdict":    v.Verdict,

@@ -17,13 +17,19 @@ import (
 
 var restricted = map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}
 
-// scenario records one scenario's result (pass, fail or skipped) in the report when the test ends.
+// scenario records one scenario's result (pass, fail or skipped) in the report when the test ends. A scenario
+// this run did not choose (E2E_TIER, E2E_SCENARIOS: main_test.go) skips the test here, before it records
+// anything: call it first, before the test does any work (share may come before it: a skipped test only
+// passes through the queue).
 func scenario(t *testing.T, s framework.Scenario, helmBin string) *scenarioResult {
 	if s.ID() == "" {
 		t.Fatalf("%s records a scenario that was never declared (a variant missing from its DeclareEach?)", t.Name())
 	}
+	if !scenarios.Selected(s.ID()) {
+		t.Skipf("scenario %s (tier %s) is not part of this run, %s", s.ID(), s.Tier(), asked)
+	}
 	start := time.Now()
-	res := &scenarioResult{Scenario: s.ID(), Promise: string(s.Promise()), Numbers: map[string]float64{}}
+	res := &scenarioResult{Scenario: s.ID(), Promise: string(s.Promise()), Tier: string(s.Tier()), Numbers: map[string]float64{}}
 	res.Helm = toolName(helmBin)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -19,9 +19,9 @@ func TestEveryScenarioIsDeclaredInTheFileOfItsPromise(t *testing.T) {
 			name: "declarations in the files of their promises pass",
 			files: map[string]string{
 				"before_upgrades_test.go": `package e2e
-var up = scenarios.DeclareEach(framework.Before, "upgrades", "helm3", "helm4")`,
+var up = scenarios.DeclareEach(framework.Before, "upgrades", framework.In(framework.CI, "helm3"), framework.In(framework.Matrix, "helm4"))`,
 				"once_test.go": `package e2e
-var c = scenarios.Declare(framework.Once, "concurrent-migrations")`,
+var c = scenarios.Declare(framework.Once, framework.Matrix, "concurrent-migrations")`,
 				"main_test.go": `package e2e
 func TestMain(m *testing.M) {}`,
 			},
@@ -29,13 +29,13 @@ func TestMain(m *testing.M) {}`,
 		{
 			name: "a declaration in another promise's file fails naming both",
 			files: map[string]string{"before_test.go": `package e2e
-var c = scenarios.Declare(framework.Once, "concurrent-migrations")`},
+var c = scenarios.Declare(framework.Once, framework.Matrix, "concurrent-migrations")`},
 			problem: `before_test.go: scenario "concurrent-migrations" proves Once, but the file's name says Before`,
 		},
 		{
 			name: "a declaration in a harness file fails",
 			files: map[string]string{"report_test.go": `package e2e
-var c = scenarios.Declare(framework.Before, "rollback")`},
+var c = scenarios.Declare(framework.Before, framework.CI, "rollback")`},
 			problem: `report_test.go: scenario "rollback" (Before) is declared in a file of no promise`,
 		},
 	} {

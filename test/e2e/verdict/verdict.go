@@ -134,11 +134,14 @@ func timesWord(n int) string {
 	return fmt.Sprintf("%d times", n)
 }
 
-// Flags are the go test flags that tell whether a run is the full suite.
+// Flags are the go test flags that tell whether a run is the full suite, and what the run asked for.
 type Flags struct {
 	Run  string // -test.run
 	Skip string // -test.skip
 	List string // -test.list: the tests are listed, none runs
+	// Asked names the scenarios the run was asked for when it is not the whole suite (E2E_TIER,
+	// E2E_SCENARIOS), e.g. "tier ci (40 scenarios)": its verdict is enforced as a full run's is
+	Asked string
 }
 
 // Filter says how the run is not the full suite, or "" when it is: no -run, no -skip, no -list (the
@@ -157,15 +160,20 @@ func (f Flags) Filter() string {
 	return strings.Join(by, " ")
 }
 
-// Exit returns the test binary's exit code and one line that says why. A full-suite run must have the
-// verdict pass, else the code is 1; a filtered run keeps go test's own code, its verdict not enforced.
+// Exit returns the test binary's exit code and one line that says why. A run of the full suite, or of what
+// it asked for (a tier, named scenarios), must have the verdict pass, else the code is 1; a run filtered by
+// go test's flags keeps go test's own code, its verdict not enforced.
 func Exit(f Flags, code int, v Verdict) (int, string) {
 	head := "e2e verdict " + strings.ToUpper(v.Verdict)
 	if filter := f.Filter(); filter != "" {
 		return code, fmt.Sprintf("%s, not enforced: the run was filtered (%s); go test's own exit code %d stands", head, filter, code)
 	}
-	if v.Verdict != Pass {
-		return 1, fmt.Sprintf("%s, and the full suite must pass: %s", head, strings.Join(v.Reasons, "; "))
+	what, every := "the full suite", "every expected scenario"
+	if f.Asked != "" {
+		what, every = f.Asked, "every scenario of "+f.Asked
 	}
-	return code, head + ": every expected scenario ran once and passed"
+	if v.Verdict != Pass {
+		return 1, fmt.Sprintf("%s, and %s must pass: %s", head, what, strings.Join(v.Reasons, "; "))
+	}
+	return code, head + ": " + every + " ran once and passed"
 }

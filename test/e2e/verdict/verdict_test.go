@@ -164,6 +164,20 @@ func TestAFullRunExitsOneUnlessItsVerdictIsPassAndAFilteredRunKeepsGoTestsCode(t
 			line:     "e2e verdict FAIL, and the full suite must pass: go test's own exit code is 1",
 		},
 		{
+			name:     "a run of the CI tier with a scenario not run exits 1 naming the tier",
+			flags:    Flags{Asked: "tier ci (3 scenarios)"},
+			reported: passed("rollback", "upgrades-helm3"),
+			exit:     1,
+			line:     "e2e verdict INCOMPLETE, and tier ci (3 scenarios) must pass: not run: ttl-failed",
+		},
+		{
+			name:     "a run of the CI tier where every scenario passed exits 0 naming the tier",
+			flags:    Flags{Asked: "tier ci (3 scenarios)"},
+			reported: passed(expected...),
+			exit:     0,
+			line:     "e2e verdict PASS: every scenario of tier ci (3 scenarios) ran once and passed",
+		},
+		{
 			name:     "a filtered run is not enforced and keeps go test's 0",
 			flags:    Flags{Run: "TestRollback"},
 			reported: passed("rollback"),
