@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -35,7 +36,13 @@ type scenarioResult struct {
 	GateLatencyMs  []int64            `json:"gateLatencyMs,omitempty"`
 	Numbers        map[string]float64 `json:"numbers,omitempty"`
 	WallSec        float64            `json:"wallSec"`
+	// CPUSec is the machine's busy CPU time while the scenario ran, split equally among the scenarios running
+	// at each moment (framework.CPUShares): what the scenario costs the suite, to choose the next cut from
+	CPUSec float64 `json:"cpuSec"`
 }
+
+// cpuShares attributes the machine's busy CPU time to the running scenarios (scenario() starts and stops each).
+var cpuShares = framework.NewCPUShares(framework.CPUClock{}.Read)
 
 // scenarios are the declared scenarios: each test file declares the scenarios it proves at package level
 // (framework.Scenarios.Declare), and a full run must report each exactly once, and no other. expected is
@@ -139,7 +146,7 @@ func saveReport() (verdict.Verdict, error) {
 	v := verdict.Decide(in)
 	all := append([]scenarioResult(nil), report.scenarios...)
 	for _, name := range v.NotRun {
-		all = append(all, scenarioResult{Scenario: name, Promise: string(scenarios.PromiseOf(name)), Result: verdict.NotRun})
+		all = append(all, scenarioResult{Scenario: name, Promise: string(scenarios.PromiseOf(name)), Tier: string(scenarios.TierOf(name)), Result: verdict.NotRun})
 	}
 	byPromise(all)
 	doc := map[string]any{
@@ -186,23 +193,26 @@ func writeReport(code int) (verdict.Verdict, error) {
 	v, err := saveReport()
 	rows := append([]scenarioResult(nil), report.scenarios...)
 	for _, name := range v.NotRun {
-		rows = append(rows, scenarioResult{Scenario: name, Promise: string(scenarios.PromiseOf(name)), Result: verdict.NotRun})
+		rows = append(rows, scenarioResult{Scenario: name, Promise: string(scenarios.PromiseOf(name)), Tier: string(scenarios.TierOf(name)), Result: verdict.NotRun})
 	}
 	byPromise(rows)
+	if terr := writeTable(v, rows); terr != nil {
+		fmt.Fprintln(os.Stderr, "e2e report:", terr)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
 	promise := ""
 	for _, s := range rows {
 		if s.Promise != promise {
 			promise = s.Promise
-			_, _ = fmt.Fprintf(tw, "\n%s\t\t\t\t\t\t\t\n", strings.ToUpper(promise))
-			_, _ = fmt.Fprintln(tw, "  SCENARIO\tRESULT\tHELM\tUPGRADES\tMEDIAN UPGRADE\tFAILED REQ\tSENT\tWALL")
+			_, _ = fmt.Fprintf(tw, "\n%s\t\t\t\t\t\t\t\t\t\n", strings.ToUpper(promise))
+			_, _ = fmt.Fprintln(tw, "  SCENARIO\tTIER\tRESULT\tHELM\tUPGRADES\tMEDIAN UPGRADE\tFAILED REQ\tSENT\tWALL\tCPU")
 		}
 		failed := "-"
 		if s.FailedRequests != nil {
 			failed = fmt.Sprint(*s.FailedRequests)
 		}
-		_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%d\t%.0fs\n", s.Scenario, strings.ToUpper(s.Result), s.Helm,
-			s.Upgrades, median(s.DurationsSec), failed, s.SentRequests, s.WallSec)
+		_, _ = fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\t%d\t%.0fs\t%.0fs\n", s.Scenario, s.Tier, strings.ToUpper(s.Result), s.Helm,
+			s.Upgrades, median(s.DurationsSec), failed, s.SentRequests, s.WallSec, s.CPUSec)
 	}
 	_ = tw.Flush()
 	var walls float64
@@ -216,6 +226,41 @@ func writeReport(code int) (verdict.Verdict, error) {
 	}
 	fmt.Printf("verdict: %s; report: %s (whole run %s)\n", strings.ToUpper(v.Verdict), reportPath(), time.Since(report.started).Round(time.Second))
 	return v, err
+}
+
+// tablePath is the run's Markdown table (verdict.Table), beside the JSON report: make test-matrix commits it.
+func tablePath() string { return filepath.Join(env.Results, "e2e-report.md") }
+
+// writeTable writes the run's Markdown table. Called with report locked.
+func writeTable(v verdict.Verdict, rows []scenarioResult) error {
+	m := machineNow()
+	sum := verdict.Summary{Asked: asked, Commit: treeCommit(), StartedAt: report.started.UTC().Format(time.RFC3339), Verdict: v.Verdict,
+		WallSec: time.Since(report.started).Seconds(), BusySec: m.BusySec}
+	if m.BusySec+m.IdleSec > 0 {
+		sum.BusyPct = 100 * m.BusySec / (m.BusySec + m.IdleSec)
+	}
+	var table []verdict.Row
+	for _, r := range rows {
+		table = append(table, verdict.Row{Promise: r.Promise, Scenario: r.Scenario, Tier: r.Tier, Result: r.Result, Helm: r.Helm, WallSec: r.WallSec, CPUSec: r.CPUSec})
+	}
+	if err := os.WriteFile(tablePath(), []byte(verdict.Table(sum, table)), 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", tablePath(), err)
+	}
+	return nil
+}
+
+// treeCommit names the commit the tested tree came from, with "+ changes" when it had uncommitted ones, or says
+// why it cannot (a copy without .git, such as the mutants' tree).
+func treeCommit() string {
+	head, err := exec.Command("git", "-C", env.RepoRoot, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown (no git history here)"
+	}
+	c := strings.TrimSpace(string(head))
+	if st, err := exec.Command("git", "-C", env.RepoRoot, "status", "--porcelain").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		c += " + changes"
+	}
+	return c
 }
 
 // testCount is go test's -count, how many times each test runs; 1 before the flags are parsed.

@@ -31,7 +31,9 @@ func scenario(t *testing.T, s framework.Scenario, helmBin string) *scenarioResul
 	start := time.Now()
 	res := &scenarioResult{Scenario: s.ID(), Promise: string(s.Promise()), Tier: string(s.Tier()), Numbers: map[string]float64{}}
 	res.Helm = toolName(helmBin)
+	cpuShares.Start(s.ID())
 	t.Cleanup(func() {
+		res.CPUSec = cpuShares.Stop(s.ID())
 		if t.Failed() {
 			t.Logf("the commands this scenario ran, with their output: %s", env.Run.LogPath(t.Name()))
 		}

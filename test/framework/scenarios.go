@@ -227,3 +227,15 @@ func (s *Scenarios) PromiseOf(id string) Promise {
 	}
 	return ""
 }
+
+// TierOf is the tier of the scenario id, or "" when it was not declared.
+func (s *Scenarios) TierOf(id string) Tier {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.all {
+		if d.id == id {
+			return d.tier
+		}
+	}
+	return ""
+}

@@ -15,6 +15,8 @@ func TestDeclaredScenariosAreListedSortedWithTheirPromise(t *testing.T) {
 	assert.Equal(t, "upgrades-helm3", up["helm3"].ID())
 	assert.Equal(t, EveryPath, rb.Promise())
 	assert.Equal(t, Matrix, up["helm3"].Tier())
+	assert.Equal(t, CI, s.TierOf("upgrades-helm4"))
+	assert.Equal(t, Tier(""), s.TierOf("never-declared"))
 	assert.Equal(t, Before, s.PromiseOf("upgrades-helm4"))
 	assert.Equal(t, Promise(""), s.PromiseOf("never-declared"))
 	assert.Equal(t, []string{"rollback", "upgrades-helm3", "upgrades-helm4"}, s.Seal())
