@@ -1,7 +1,7 @@
 // Command mutants breaks the chart, the library and the gate on purpose, one mutant at a time, and runs the
 // test that must catch each one (the table is hack/mutants/mutants.yaml, documented in MUTANTS.md).
 //
-//	go run ./hack/mutants [--level unit|cluster] [--only REGEXP] [--out FILE]
+//	go run ./hack/mutants [--level unit|cluster] [--only REGEXP] [--jobs N] [--out FILE]
 //
 // A mutant is caught only when its test fails on an assertion: a build failure, a panic or a timeout is an
 // error of the run, never a catch. Before any mutant runs, every chosen test must pass on the unmutated tree,
@@ -30,8 +30,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,11 +73,18 @@ func run(args []string, out io.Writer) error {
 	table := fs.String("table", "hack/mutants/mutants.yaml", "the mutant table")
 	outFile := fs.String("out", "", "where to write the results as a Markdown table (default results/mutants-LEVEL.md)")
 	markdown := fs.String("markdown", "", "also write the whole table, this run's unit results beside the committed cluster results, to this file (MUTANTS.md)")
+	jobs := fs.Int("jobs", runtime.NumCPU(), "at the unit level, how many mutants run at once, each in its own copy of the tree (the cluster level runs one at a time)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *level != "unit" && *level != "cluster" {
 		return fmt.Errorf("--level %q: want unit or cluster", *level)
+	}
+	if *jobs < 1 {
+		return fmt.Errorf("--jobs %d: want at least 1", *jobs)
+	}
+	if *level == "cluster" {
+		*jobs = 1 // the mutants share the cluster, and each result is saved as it comes
 	}
 	if *markdown != "" && (*level != "unit" || *only != "") {
 		return errors.New("--markdown needs a whole run at the unit level (no --only)")
@@ -152,17 +161,9 @@ func run(args []string, out io.Writer) error {
 	if err := baseline(chosen); err != nil {
 		return err
 	}
-	var results []result
-	for i, m := range chosen {
-		res := r.one(m)
-		_, _ = fmt.Fprintf(out, "[%d/%d %s] %s: %s%s\n", i+1, len(chosen), time.Since(start).Round(time.Second), m.ID, strings.ToUpper(res.outcome), res.detailSuffix())
-		results = append(results, res)
-		if *level == "cluster" {
-			// saved one by one: a cluster run takes hours, and an interrupted one keeps what it judged
-			if err := saveClusterResults(filepath.Join(root, clusterResultsFile), commit, []result{res}); err != nil {
-				return err
-			}
-		}
+	results, err := r.all(chosen, *jobs, start, commit)
+	if err != nil {
+		return err
 	}
 	path := *outFile
 	if path == "" {
@@ -187,6 +188,52 @@ func run(args []string, out io.Writer) error {
 		return fmt.Errorf("not caught: %s (logs in %s)", strings.Join(bad, ", "), logs)
 	}
 	return nil
+}
+
+// all runs the chosen mutants, jobs at a time: the first on r's tree, each other in a copy of its own (a
+// mutant's test compiles and runs mostly on one core, so two at once use the machine's two). Each line is
+// printed as its mutant ends; the results keep the table's order.
+func (r *runner) all(chosen []mutant, jobs int, start time.Time, commit string) ([]result, error) {
+	runners := []*runner{r}
+	for i := 1; i < min(jobs, len(chosen)); i++ {
+		tree := fmt.Sprintf("%s-%d", r.tree, i)
+		if err := copyTree(r.root, tree); err != nil {
+			return nil, err
+		}
+		w := *r
+		w.tree, w.binaries = tree, nil
+		runners = append(runners, &w)
+	}
+	results := make([]result, len(chosen))
+	next := make(chan int)
+	var mu sync.Mutex
+	var saveErr error
+	var wg sync.WaitGroup
+	done := 0
+	for _, w := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				res := w.one(chosen[i])
+				mu.Lock()
+				results[i] = res
+				done++
+				_, _ = fmt.Fprintf(r.out, "[%d/%d %s] %s: %s%s\n", done, len(chosen), time.Since(start).Round(time.Second), res.m.ID, strings.ToUpper(res.outcome), res.detailSuffix())
+				if r.level == "cluster" && saveErr == nil {
+					// saved one by one: a cluster run takes hours, and an interrupted one keeps what it judged
+					saveErr = saveClusterResults(filepath.Join(r.root, clusterResultsFile), commit, []result{res})
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range chosen {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results, saveErr
 }
 
 func readTable(path string) ([]mutant, error) {
@@ -598,7 +645,7 @@ func (r *runner) compiledTest(name, pkg, runRE string, timeout time.Duration) (*
 	}
 	bin, ok := r.binaries[pkg]
 	if !ok {
-		bin = filepath.Join(r.tree, "..", "bin", sanitize(pkg)+".test")
+		bin = filepath.Join(r.tree, "..", "bin", filepath.Base(r.tree)+"-"+sanitize(pkg)+".test")
 		build := exec.Command("go", "test", "-c", "-o", bin, pkg)
 		build.Dir = r.tree
 		if out, err := build.CombinedOutput(); err != nil {
