@@ -24,7 +24,7 @@ func TestTheContractStepWaitsForTheOldPodsUnderArgoCDAndFlux(t *testing.T) {
 	t.Parallel() // the subtests share the cluster (share_test.go)
 	t.Run("argocd", sharing(weightOne, 120*time.Second, func(t *testing.T) {
 		res := scenario(t, contractArgoScenario, "argocd")
-		gitopsUp(t, "argocd")
+		gitopsUp(t, contractArgoScenario, "argocd")
 		a := newArgoApp(t, "contract-argo")
 		_, id, _ := upgradeWithContract(t, res, a.Release, func(v map[string]any) time.Duration {
 			at := a.apply(argoValues(v), true)
@@ -48,7 +48,7 @@ func TestTheContractStepWaitsForTheOldPodsUnderArgoCDAndFlux(t *testing.T) {
 	}))
 	t.Run("flux", sharing(weightOne, 120*time.Second, func(t *testing.T) {
 		res := scenario(t, contractFluxScenario, "flux")
-		gitopsUp(t, "flux")
+		gitopsUp(t, contractFluxScenario, "flux")
 		ns := env.NewNamespace(t, "contract-flux", restricted)
 		f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
 		_, id, _ := upgradeWithContract(t, res, f.Release, func(v map[string]any) time.Duration {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -45,12 +46,46 @@ var gitopsErr = map[string]error{}
 // gitopsMu serializes hack/gitops.sh: both controllers' set-up packages and serves the same chart.
 var gitopsMu sync.Mutex
 
-// gitopsUp installs (or finds) a controller and refreshes the served chart, once per run. It fails the test,
-// never skips it, when that cannot be done.
-func gitopsUp(t *testing.T, which string) {
+// gitopsUsers are the scenarios that run through each controller (each calls gitopsUp once).
+func gitopsUsers() map[string][]framework.Scenario {
+	return map[string][]framework.Scenario{
+		"flux": {fluxUpgradesScenarios[waitModes()[0].name], fluxUpgradesScenarios[waitModes()[1].name], fluxFailedMigrationScenario,
+			fluxHookOutputLogsControlScenario, fluxOCIScenario, contractFluxScenario},
+		"argocd": {argocdUpgradesScenario, argocdFailedMigrationScenario, argocdSelectiveSyncScenarios[waitModes()[0].name],
+			argocdSelectiveSyncScenarios[waitModes()[1].name], argocdGuardScenario, argocdHookModeScenario, argocdReplaceScenario,
+			argocdDeleteScenario, contractArgoScenario},
+	}
+}
+
+// gitopsLeft counts, per controller, the scenarios of this run that have not yet ended their use of it; nil
+// until the first gitopsUp.
+var gitopsLeft map[string]int
+
+// gitopsNamespaces are where each controller's workloads run (hack/gitops.sh).
+var gitopsNamespaces = map[string]string{"flux": "flux-system", "argocd": "argocd"}
+
+// gitopsUp installs (or finds) a controller for scenario s and refreshes the served chart, once per run. It fails the test,
+// never skips it, when that cannot be done. When the last scenario of this run that uses the controller ends,
+// the controller's workloads are scaled to zero (gitopsDone): idle, Argo CD's application controller still
+// follows every object the other scenarios create, on a machine whose two cores are the suite's limit.
+func gitopsUp(t *testing.T, s framework.Scenario, which string) {
 	t.Helper()
 	gitopsMu.Lock()
 	defer gitopsMu.Unlock()
+	if !slices.ContainsFunc(gitopsUsers()[which], func(u framework.Scenario) bool { return u.ID() == s.ID() }) {
+		t.Fatalf("scenario %s runs through %s but is not among its gitopsUsers: the controller would be scaled down under it", s.ID(), which)
+	}
+	if gitopsLeft == nil {
+		gitopsLeft = map[string]int{}
+		for w, users := range gitopsUsers() {
+			for _, s := range users {
+				if scenarios.Selected(s.ID()) {
+					gitopsLeft[w]++
+				}
+			}
+		}
+	}
+	t.Cleanup(func() { gitopsDone(t, which) })
 	gitopsOnce[which].Do(func() {
 		for _, args := range [][]string{{"up", which}, {"charts"}} {
 			start := time.Now()
@@ -182,7 +217,7 @@ spec:
 // release's digests (the kubelet's events, the pods' image IDs), and the witness sees no app before its migration.
 func fluxInstallsFromAnOCIRepository(t *testing.T) {
 	scenario(t, fluxOCIScenario, "flux")
-	gitopsUp(t, "flux")
+	gitopsUp(t, fluxOCIScenario, "flux")
 	ctx := context.Background()
 	dist := releaseDist(t)
 	reg := startRegistry(t)
@@ -345,7 +380,7 @@ func fluxInstallsAndUpgrades(m waitMode) func(*testing.T) {
 
 func fluxInstallsAndUpgradesIn(t *testing.T, m waitMode) {
 	res := scenario(t, fluxUpgradesScenarios[m.name], "flux")
-	gitopsUp(t, "flux")
+	gitopsUp(t, fluxUpgradesScenarios[m.name], "flux")
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "flux", restricted)
 	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", ""), force: true}
@@ -393,7 +428,7 @@ func fluxInstallsAndUpgradesIn(t *testing.T, m waitMode) {
 // are fixed, which the last step does.
 func fluxReportsAFailedMigration(t *testing.T) {
 	scenario(t, fluxFailedMigrationScenario, "flux")
-	gitopsUp(t, "flux")
+	gitopsUp(t, fluxFailedMigrationScenario, "flux")
 	ctx := context.Background()
 	ns := env.NewNamespace(t, "fluxfail", restricted)
 	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
@@ -487,7 +522,7 @@ func helmControllerRestarts(t *testing.T) int {
 func fluxCrashesOnHookOutputLogs(t *testing.T) {
 	take(t, weightOne, 80*time.Second) // after its siblings: it crashes the controller they use
 	scenario(t, fluxHookOutputLogsControlScenario, "flux")
-	gitopsUp(t, "flux")
+	gitopsUp(t, fluxHookOutputLogsControlScenario, "flux")
 	ns := env.NewNamespace(t, "fluxlogs", restricted)
 	f := fluxRelease{Release: env.NewRelease(t, ns, "shop", "")}
 	values := framework.Merge(framework.BaseValues(), map[string]any{"migration": map[string]any{"hookOutputLogs": true}})
@@ -525,6 +560,47 @@ func TestFluxRunsTheChartWithItsDefaults(t *testing.T) {
 		t.Run("installs from the chart's OCI repository, its images from the same registry", sharing(weightOne, 60*time.Second, fluxInstallsFromAnOCIRepository))
 	})
 	t.Run("crashes helm-controller on a failed hook when hookOutputLogs is left on", fluxCrashesOnHookOutputLogs)
+}
+
+// gitopsDone ends one scenario's use of a controller; after the last of this run's, it scales the controller's
+// Deployments and StatefulSets to zero, unless the cluster is kept (KEEP_CLUSTER=1: its next run reuses it as
+// it is). A scale that fails is logged: it costs CPU, not evidence.
+func gitopsDone(t *testing.T, which string) {
+	gitopsMu.Lock()
+	defer gitopsMu.Unlock()
+	gitopsLeft[which]--
+	if gitopsLeft[which] > 0 || os.Getenv("KEEP_CLUSTER") == "1" {
+		return
+	}
+	ctx := context.Background()
+	ns := gitopsNamespaces[which]
+	zero := func(kind, name string, scale func() error) {
+		if err := scale(); err != nil {
+			t.Logf("scaling %s %s/%s to zero after the last %s scenario: %v", kind, ns, name, which, err)
+		}
+	}
+	scaleTo0 := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 0}}
+	if ds, err := env.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, d := range ds.Items {
+			zero("deployment", d.Name, func() error {
+				s := scaleTo0.DeepCopy()
+				s.Name, s.Namespace = d.Name, ns
+				_, err := env.Client.AppsV1().Deployments(ns).UpdateScale(ctx, d.Name, s, metav1.UpdateOptions{})
+				return err
+			})
+		}
+	}
+	if ss, err := env.Client.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, st := range ss.Items {
+			zero("statefulset", st.Name, func() error {
+				s := scaleTo0.DeepCopy()
+				s.Name, s.Namespace = st.Name, ns
+				_, err := env.Client.AppsV1().StatefulSets(ns).UpdateScale(ctx, st.Name, s, metav1.UpdateOptions{})
+				return err
+			})
+		}
+	}
+	fmt.Printf("e2e: the last %s scenario of this run ended: its controllers in %s scaled to zero\n", which, ns)
 }
 
 // application is what the tests read of an Argo CD Application.
@@ -666,7 +742,7 @@ func argoValues(extra map[string]any) map[string]any {
 // migration.
 func argoSyncsUpgrades(t *testing.T) {
 	res := scenario(t, argocdUpgradesScenario, "argocd")
-	gitopsUp(t, "argocd")
+	gitopsUp(t, argocdUpgradesScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argo")
 	a.apply(argoValues(nil), true)
@@ -698,7 +774,7 @@ func argoSyncsUpgrades(t *testing.T) {
 // serve, the schema is not half-migrated, and the failed Job's log stays readable.
 func argoReportsAFailedMigration(t *testing.T) {
 	scenario(t, argocdFailedMigrationScenario, "argocd")
-	gitopsUp(t, "argocd")
+	gitopsUp(t, argocdFailedMigrationScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argofail")
 	// Argo CD retries a failed automated sync 5 times by default, with back-off (5 s doubling): each retry runs
@@ -740,7 +816,7 @@ func argoSelectiveSyncHoldsTheNewPods(m waitMode) func(*testing.T) {
 
 func argoSelectiveSyncHoldsTheNewPodsIn(t *testing.T, m waitMode) {
 	scenario(t, argocdSelectiveSyncScenarios[m.name], "argocd")
-	gitopsUp(t, "argocd")
+	gitopsUp(t, argocdSelectiveSyncScenarios[m.name], "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argosel")
 	m.start(t, a.Release)
@@ -798,7 +874,7 @@ func argoSelectiveSyncHoldsTheNewPodsIn(t *testing.T, m waitMode) {
 // argocd-selective-sync itself: the guard off, the same sync goes through and the new pods wait in the gate.
 func argoGuardRefusesASelectiveSync(t *testing.T) {
 	res := scenario(t, argocdGuardScenario, "argocd")
-	gitopsUp(t, "argocd")
+	gitopsUp(t, argocdGuardScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argoguard")
 	removeGuardObjects(t, a.Release)
@@ -850,7 +926,7 @@ func argoGuardRefusesASelectiveSync(t *testing.T) {
 // before the Deployment is applied.
 func argoRendersHookModeAsAnInstall(t *testing.T) {
 	scenario(t, argocdHookModeScenario, "argocd")
-	gitopsUp(t, "argocd")
+	gitopsUp(t, argocdHookModeScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argohook")
 	values := func(tag string) map[string]any {
@@ -891,7 +967,7 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 // The anchor's marker, gone after the replace, shows the replace happened: without it the scenario proves nothing.
 func argoReplaceKeepsEveryRecord(t *testing.T) {
 	res := scenario(t, argocdReplaceScenario, "argocd")
-	gitopsUp(t, "argocd")
+	gitopsUp(t, argocdReplaceScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argorepl")
 	a.syncOptions = []string{"Replace=true"}
@@ -962,7 +1038,7 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 // the data written before the deletion is still there.
 func argoDeleteKeepsTheDatabaseAndItsRecords(t *testing.T) {
 	res := scenario(t, argocdDeleteScenario, "argocd")
-	gitopsUp(t, "argocd")
+	gitopsUp(t, argocdDeleteScenario, "argocd")
 	ctx := context.Background()
 	a := newArgoApp(t, "argodel")
 	// the Job kept for an hour: the deletion, not its TTL, takes it (Argo CD manages the Sync hook's Job)
