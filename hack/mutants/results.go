@@ -220,8 +220,8 @@ func writeMarkdown(root, path string, all []mutant, unit []result) error {
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | `%s` (%s) | %s | %s | %s |\n", m.ID, m.Breaks, m.Test, m.Package, unitCell, scenarioCell, clusterCell)
 	}
-	fmt.Fprintf(&b, "\n%d mutants; at the cluster level %d ran on the current files and %d of them were caught, %d without a cluster scenario (unit only, with the reason), %d not run.\n",
-		len(all), ran, nCaught, unitOnly, len(all)-ran-unitOnly)
+	fmt.Fprintf(&b, "\n%d mutants; at the cluster level %d results are current (their scenario as the table names it, nothing it runs changed since) and %d of them were caught, %d are stale (run them again), %d without a cluster scenario (unit only, with the reason), %d not run.\n",
+		len(all), ran, nCaught, len(isStale), unitOnly, len(all)-ran-len(isStale)-unitOnly)
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -235,11 +235,13 @@ tree first; an edit whose text is gone or occurs more than once fails the run (a
 - **Unit level**: each mutant's unit or render test. Part of ` + "`make test`" + ` (` + "`make test-mutants-unit`" + `), so a refactor
   that strands a mutant or lets one survive fails CI the same day.
 - **Cluster level**: ` + "`make test-mutants MUTANTS_LEVEL=cluster [MUTANTS=<regexp>]`" + ` runs each mutant's cluster
-  scenarios on kind without consulting its unit test (images rebuilt from the mutated tree when it edits Go
-  code), after every chosen scenario passed once on the unmutated tree, and writes [hack/mutants/cluster-results.yaml](hack/mutants/cluster-results.yaml) with the commit it
-  ran on. The unit tests of hack/mutants fail when a file a mutant edits changed after that commit (the result
-  is stale: run it again).
-
+  scenario (its ID, a scenario of the CI tier that ` + "`make test`" + ` runs: test/e2e/verdict fails ` + "`make test`" + ` otherwise) on kind
+  without consulting its unit test (images rebuilt from the mutated tree when it edits Go code), after every
+  chosen scenario passed once on the unmutated tree, and writes [hack/mutants/cluster-results.yaml](hack/mutants/cluster-results.yaml)
+  with the commit it ran on and the scenario that caught it. The unit tests of hack/mutants fail when a file a
+  mutant edits changed after that commit. A result is **stale** here when it ran another scenario than the
+  table names now (before the tiers, a -run of every variant of a test), or when its scenario's test file, the
+  cluster tests' harness or test/framework changed after that commit: run it again.
 `
 
 var errFailed = errors.New("exit status 1")
