@@ -18,7 +18,7 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	failedMigrationScenario    = scenarios.Declare(framework.NeverSkipped, framework.CI, "failed-migration")
+	failedMigrationScenario    = scenarios.Declare(framework.NeverSkipped, framework.Matrix, "failed-migration")
 	signalledMigrationScenario = scenarios.Declare(framework.NeverSkipped, framework.CI, "signalled-migration")
 	slowDatabaseScenario       = scenarios.Declare(framework.NeverSkipped, framework.CI, "slow-database")
 )

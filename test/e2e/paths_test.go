@@ -17,7 +17,7 @@ import (
 
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
-	jobModeKubectlApplyScenario = scenarios.Declare(framework.EveryPath, framework.CI, "job-mode-kubectl-apply")
+	jobModeKubectlApplyScenario = scenarios.Declare(framework.EveryPath, framework.Matrix, "job-mode-kubectl-apply")
 	rollbackScenario            = scenarios.Declare(framework.EveryPath, framework.Matrix, "rollback")
 	noHooksUpgradeScenario      = scenarios.Declare(framework.EveryPath, framework.Matrix, "no-hooks-upgrade")
 )
