@@ -16,7 +16,7 @@ import (
 // The scenarios this file proves (the report lists each; a full run must run each once).
 var (
 	forceUpgradeScenarios          = scenarios.DeclareEach(framework.ThisDatabase, "force-upgrade", framework.In(framework.CI, "helm3"), framework.In(framework.Matrix, "helm4"))
-	reinstallKeptDatabaseScenarios = scenarios.DeclareEach(framework.ThisDatabase, "reinstall-kept-database", framework.In(framework.Matrix, "helm3"), framework.In(framework.CI, "helm4"))
+	reinstallKeptDatabaseScenarios = scenarios.DeclareEach(framework.ThisDatabase, "reinstall-kept-database", framework.In(framework.Matrix, "helm3"), framework.In(framework.Matrix, "helm4"))
 )
 
 // forceFlag is the CLI's flag for updates by replacement (a PUT of the rendered object): Helm 4 renamed it.
