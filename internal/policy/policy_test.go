@@ -18,12 +18,11 @@ var (
 )
 
 // rec is one record: completed at t0+done minutes on database db, its Job created at t0+created minutes.
-func rec(t *testing.T, db string, created, done int) string {
-	t.Helper()
+func rec(db string, created, done int) string {
 	v, err := record.Entry{CompletedAt: t0.Add(time.Duration(done) * time.Minute), Job: "job", Database: db,
 		JobCreated: t0.Add(time.Duration(created) * time.Minute)}.Encode()
 	if err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
 	return v
 }
@@ -36,22 +35,22 @@ func contracted(v string) string {
 func TestStandSaysWhetherAnIdentityIsRecordedOnTheDatabaseNamedNow(t *testing.T) {
 	for _, c := range []struct {
 		name        string
-		data        func(t *testing.T) map[string]string
+		data        map[string]string
 		db          dbid.ID
 		want        Standing
 		undecodable bool
 	}{
-		{"no records at all", func(*testing.T) map[string]string { return nil }, here, Absent, false},
-		{"another identity only", func(t *testing.T) map[string]string { return map[string]string{"b": rec(t, here.Value, 1, 2)} }, here, Absent, false},
-		{"pruned", func(*testing.T) map[string]string { return map[string]string{record.PrunedKey: "x a"} }, here, Pruned, false},
-		{"recorded here", func(t *testing.T) map[string]string { return map[string]string{"a": rec(t, here.Value, 1, 2)} }, here, Here, false},
-		{"recorded on the database before", func(t *testing.T) map[string]string { return map[string]string{"a": rec(t, before, 1, 2)} }, here, Elsewhere, false},
-		{"recorded with no database before this one was created", func(t *testing.T) map[string]string { return map[string]string{"a": rec(t, "", -9, -8)} }, here, Elsewhere, false},
-		{"recorded anywhere, no database named", func(t *testing.T) map[string]string { return map[string]string{"a": rec(t, before, 1, 2)} }, dbid.ID{}, Here, false},
-		{"a value edited by hand counts as recorded", func(*testing.T) map[string]string { return map[string]string{"a": "yes"} }, here, Here, true},
+		{"no records at all", nil, here, Absent, false},
+		{"another identity only", map[string]string{"b": rec(here.Value, 1, 2)}, here, Absent, false},
+		{"pruned", map[string]string{record.PrunedKey: "x a"}, here, Pruned, false},
+		{"recorded here", map[string]string{"a": rec(here.Value, 1, 2)}, here, Here, false},
+		{"recorded on the database before", map[string]string{"a": rec(before, 1, 2)}, here, Elsewhere, false},
+		{"recorded with no database before this one was created", map[string]string{"a": rec("", -9, -8)}, here, Elsewhere, false},
+		{"recorded anywhere, no database named", map[string]string{"a": rec(before, 1, 2)}, dbid.ID{}, Here, false},
+		{"a value edited by hand counts as recorded", map[string]string{"a": "yes"}, here, Here, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s, _, undecodable, _ := Stand(c.data(t), "a", c.db)
+			s, _, undecodable, _ := Stand(c.data, "a", c.db)
 			assert.Equal(t, c.want, s)
 			assert.Equal(t, c.undecodable, undecodable)
 		})
@@ -60,63 +59,54 @@ func TestStandSaysWhetherAnIdentityIsRecordedOnTheDatabaseNamedNow(t *testing.T)
 
 func TestBeforeRunRunsOnlyWhatThisDatabaseHasNotRecorded(t *testing.T) {
 	for _, c := range []struct {
-		name    string
-		data    func(t *testing.T) map[string]string
-		checked bool
-		want    Verdict
-		reason  Reason
+		name   string
+		data   map[string]string
+		check  Check
+		want   Verdict
+		reason Reason
 	}{
-		{"nothing recorded runs", func(*testing.T) map[string]string { return nil }, false, Go, NotRecorded},
-		{"recorded here is done", func(t *testing.T) map[string]string { return map[string]string{"a": rec(t, here.Value, 1, 2)} }, false, Done, RecordedHere},
-		{"recorded here with a check asks the database", func(t *testing.T) map[string]string { return map[string]string{"a": rec(t, here.Value, 1, 2)} }, true, Ask, RecordedHere},
-		{"recorded on another database runs again", func(t *testing.T) map[string]string { return map[string]string{"a": rec(t, before, 1, 2)} }, false, Go, RecordedElsewhere},
-		{"pruned is refused", func(*testing.T) map[string]string { return map[string]string{record.PrunedKey: "a"} }, false, Refuse, RecordPruned},
-		{"edited by hand is done, never run twice", func(*testing.T) map[string]string { return map[string]string{"a": "{"} }, false, Done, RecordedHere},
+		{"nothing recorded runs", nil, NoCheck, Go, NotRecorded},
+		{"recorded here is done", map[string]string{"a": rec(here.Value, 1, 2)}, NoCheck, Done, RecordedHere},
+		{"recorded here with a check asks the database", map[string]string{"a": rec(here.Value, 1, 2)}, Unasked, Ask, RecordedHere},
+		{"recorded on another database runs again", map[string]string{"a": rec(before, 1, 2)}, NoCheck, Go, RecordedElsewhere},
+		{"pruned is refused", map[string]string{record.PrunedKey: "a"}, NoCheck, Refuse, RecordPruned},
+		{"edited by hand is done, never run twice", map[string]string{"a": "{"}, NoCheck, Done, RecordedHere},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := BeforeRun(Run{Identity: "a", Records: c.data(t), Database: here, Checked: c.checked})
+			d := BeforeRun(Run{Identity: "a", Records: c.data, Database: here, Check: c.check})
 			assert.Equal(t, c.want, d.Verdict, d.String())
 			assert.Equal(t, c.reason, d.Reason, d.String())
 		})
 	}
 }
 
-func TestAfterCheckBelievesTheDatabaseOverTheRecord(t *testing.T) {
-	ask := Decision{Verdict: Ask, Reason: RecordedHere}
-	assert.Equal(t, Done, AfterCheck(ask, true).Verdict)
-	no := AfterCheck(ask, false)
-	assert.Equal(t, Go, no.Verdict)
-	assert.Equal(t, CheckSaysNo, no.Reason)
-	refused := Decision{Verdict: Refuse, Reason: RecordPruned}
-	assert.Equal(t, refused, AfterCheck(refused, false), "only an Ask is the check's to answer")
-}
-
 func TestUnderTheLockAMigrationNeverRunsAfterOneDeployedAfterIt(t *testing.T) {
 	created := t0.Add(5 * time.Minute)
 	for _, c := range []struct {
 		name    string
-		data    func(t *testing.T) map[string]string
+		data    map[string]string
 		created time.Time
+		check   Check
 		want    Verdict
 		reason  Reason
 		other   string
 	}{
-		{"nothing recorded runs", func(*testing.T) map[string]string { return nil }, created, Go, NotRecorded, ""},
-		{"recorded meanwhile is done", func(t *testing.T) map[string]string { return map[string]string{"a": rec(t, here.Value, 5, 6)} }, created, Done, RecordedHere, ""},
-		{"pruned meanwhile is refused", func(*testing.T) map[string]string { return map[string]string{record.PrunedKey: "a"} }, created, Refuse, RecordPruned, ""},
-		{"an earlier deploy does not stop it", func(t *testing.T) map[string]string { return map[string]string{"b": rec(t, here.Value, 1, 2)} }, created, Go, NotRecorded, ""},
-		{"a later deploy refuses it, the latest named", func(t *testing.T) map[string]string {
-			return map[string]string{"b": rec(t, here.Value, 6, 7), "c": rec(t, here.Value, 8, 9)}
-		}, created, Refuse, DeployedLater, "c"},
-		{"a later deploy on another database does not", func(t *testing.T) map[string]string { return map[string]string{"b": rec(t, before, 6, 7)} }, created, Go, NotRecorded, ""},
-		{"a later deploy refuses it even when its own record is of another database", func(t *testing.T) map[string]string {
-			return map[string]string{"a": rec(t, before, 1, 2), "b": rec(t, here.Value, 6, 7)}
-		}, created, Refuse, DeployedLater, "b"},
-		{"an unknown creation time sees no later deploy", func(t *testing.T) map[string]string { return map[string]string{"b": rec(t, here.Value, 6, 7)} }, time.Time{}, Go, NotRecorded, ""},
-		{"the same second is not later", func(t *testing.T) map[string]string { return map[string]string{"b": rec(t, here.Value, 5, 7)} }, created, Go, NotRecorded, ""},
+		{"nothing recorded runs", nil, created, NoCheck, Go, NotRecorded, ""},
+		{"recorded meanwhile is done", map[string]string{"a": rec(here.Value, 5, 6)}, created, NoCheck, Done, RecordedHere, ""},
+		{"pruned meanwhile is refused", map[string]string{record.PrunedKey: "a"}, created, NoCheck, Refuse, RecordPruned, ""},
+		{"recorded meanwhile with a check asks the database", map[string]string{"a": rec(here.Value, 5, 6)}, created, Unasked, Ask, RecordedHere, ""},
+		{"recorded meanwhile, denied by the check, still never runs after a later deploy", map[string]string{"a": rec(here.Value, 5, 6), "b": rec(here.Value, 7, 8)}, created, Denies, Refuse, DeployedLater, "b"},
+		{"recorded meanwhile, denied by the check, runs again", map[string]string{"a": rec(here.Value, 5, 6)}, created, Denies, Go, CheckSaysNo, ""},
+		{"edited by hand meanwhile is done, never run twice", map[string]string{"a": "{"}, created, NoCheck, Done, RecordedHere, ""},
+		{"an earlier deploy does not stop it", map[string]string{"b": rec(here.Value, 1, 2)}, created, NoCheck, Go, NotRecorded, ""},
+		{"a later deploy refuses it, the latest named", map[string]string{"b": rec(here.Value, 6, 7), "c": rec(here.Value, 8, 9)}, created, NoCheck, Refuse, DeployedLater, "c"},
+		{"a later deploy on another database does not", map[string]string{"b": rec(before, 6, 7)}, created, NoCheck, Go, NotRecorded, ""},
+		{"a later deploy refuses it even when its own record is of another database", map[string]string{"a": rec(before, 1, 2), "b": rec(here.Value, 6, 7)}, created, NoCheck, Refuse, DeployedLater, "b"},
+		{"an unknown creation time sees no later deploy", map[string]string{"b": rec(here.Value, 6, 7)}, time.Time{}, NoCheck, Go, NotRecorded, ""},
+		{"the same second is not later", map[string]string{"b": rec(here.Value, 5, 7)}, created, NoCheck, Go, NotRecorded, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := UnderLock(Run{Identity: "a", Records: c.data(t), Database: here, JobCreated: c.created})
+			d := UnderLock(Run{Identity: "a", Records: c.data, Database: here, JobCreated: c.created, Check: c.check})
 			assert.Equal(t, c.want, d.Verdict, d.String())
 			assert.Equal(t, c.reason, d.Reason, d.String())
 			assert.Equal(t, c.other, d.Other, d.String())

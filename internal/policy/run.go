@@ -15,12 +15,27 @@ type Run struct {
 	Records  map[string]string
 	// Database is the database the gate names now (the zero ID: records are not bound to one).
 	Database dbid.ID
-	// Checked is whether the user gave a check that asks the database whether the migration is applied.
-	Checked bool
+	// Check is what the user's check (a command that asks the database whether the migration is applied)
+	// has said: NoCheck when there is none, Unasked until it ran.
+	Check Check
 	// JobCreated is when this migration's Job was created (the order of deploys); zero when unknown, and then
 	// no record is seen as deployed later.
 	JobCreated time.Time
 }
+
+// Check is the state of the user's check of a record against the database.
+type Check uint8
+
+const (
+	// NoCheck: the user gave none; a record on this database is believed.
+	NoCheck Check = iota
+	// Unasked: there is a check and it has not run: a rule that needs it says Ask.
+	Unasked
+	// Agrees: the check says the database has the migration.
+	Agrees
+	// Denies: the check says the database does not have it (a database restored from a dump taken before it).
+	Denies
+)
 
 // BeforeRun is the rule before the release's migration lock is taken: a migration recorded on this database is
 // done (or Ask, with a check); one recorded on another database, or not at all, runs; one whose record was
@@ -40,31 +55,21 @@ func BeforeRun(in Run) Decision {
 	return recorded(in, e, undecodable, "it is already recorded on this database")
 }
 
-// recorded is the decision on a record made on this database: done, or Ask when a check must confirm it.
+// recorded is the decision on a record made on this database: done, Ask while a check has not answered, and
+// Go (CheckSaysNo) when the check denies it.
 func recorded(in Run, e record.Entry, undecodable bool, how string) Decision {
 	when := fmt.Sprintf("completed %s by Job %s", at(e.CompletedAt), e.Job)
 	if undecodable {
 		when = "completed at an unknown time (its record does not decode)"
 	}
-	v := Done
-	if in.Checked {
-		v = Ask
+	switch in.Check {
+	case Unasked:
+		return Decision{Verdict: Ask, Reason: RecordedHere, Entry: e, Why: how + ", " + when + ": asking the database through the check"}
+	case Denies:
+		return Decision{Verdict: Go, Reason: CheckSaysNo, Entry: e,
+			Why: how + ", " + when + ", but the check says the database does not have it (a database restored from a dump taken before it?)"}
 	}
-	return Decision{Verdict: v, Reason: RecordedHere, Entry: e, Why: how + ", " + when}
-}
-
-// AfterCheck turns an Ask into Done when the user's check says the database has the migration, and into Go
-// (CheckSaysNo: a database restored from a dump taken before it) when it says not. Other decisions pass.
-func AfterCheck(d Decision, agrees bool) Decision {
-	if d.Verdict != Ask {
-		return d
-	}
-	if agrees {
-		d.Verdict = Done
-		return d
-	}
-	return Decision{Verdict: Go, Reason: CheckSaysNo, Entry: d.Entry,
-		Why: "it is recorded on this database, but the check says the database does not have it (a database restored from a dump taken before it?)"}
+	return Decision{Verdict: Done, Reason: RecordedHere, Entry: e, Why: how + ", " + when}
 }
 
 // UnderLock is the rule again once the release's migration lock is held, on the records read under it: another
@@ -76,7 +81,9 @@ func UnderLock(in Run) Decision {
 	s, e, undecodable, _ := Stand(in.Records, in.Identity, in.Database)
 	switch s {
 	case Here:
-		return recorded(in, e, undecodable, "it was recorded on this database while this Job waited for the lock")
+		if d := recorded(in, e, undecodable, "it was recorded on this database while this Job waited for the lock"); d.Verdict != Go {
+			return d
+		}
 	case Pruned:
 		return BeforeRun(in)
 	}
@@ -85,10 +92,7 @@ func UnderLock(in Run) Decision {
 			"migration %s of Job %s, created later (%s), already succeeded on this database at %s, and a migration never runs after one deployed after it",
 			id, later.Job, at(later.JobCreated), at(later.CompletedAt))}
 	}
-	if s == Elsewhere {
-		return BeforeRun(in)
-	}
-	return Decision{Verdict: Go, Reason: NotRecorded, Why: "it is not recorded"}
+	return BeforeRun(in)
 }
 
 // DeployedAfter finds, among the records made on database db, the other migration whose Job was created last
