@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/policy"
 	"github.com/premigrate/premigrate/internal/record"
 	"github.com/premigrate/premigrate/internal/rollout"
 	"github.com/premigrate/premigrate/internal/ungate"
@@ -125,19 +126,15 @@ func (c *contractor) decide(ctx context.Context) (bool, error) {
 
 // decideOn is decide on records already read (from names their ConfigMap).
 func (c *contractor) decideOn(data map[string]string, from string) (bool, error) {
-	entry, found, err := record.Lookup(data, c.o.identity)
-	if found && err == nil {
-		found, _ = c.database.Describes(entry.Database, entry.CompletedAt)
-	}
-	if !found {
+	switch d := policy.Contract(data, c.o.identity, c.database); d.Verdict {
+	case policy.Refuse:
 		err := fmt.Errorf("not running the contract of %s: its migration is not recorded on this database (ConfigMap %s/%s): "+
 			"a contract runs only after the migration it completes", c.o.identity, c.ns, from)
 		c.log.Error(err.Error())
 		return true, cli.Exit(exitRefused, err)
-	}
-	if done, ok := record.ContractOf(data[c.o.identity]); ok {
-		c.log.Info(fmt.Sprintf("the contract of %s already ran (Job %s at %s): nothing to do", c.o.identity, done.Job,
-			done.At.UTC().Format(time.RFC3339)))
+	case policy.Done:
+		c.log.Info(fmt.Sprintf("the contract of %s already ran (Job %s at %s): nothing to do", c.o.identity, d.Contract.Job,
+			d.Contract.At.UTC().Format(time.RFC3339)))
 		return true, nil
 	}
 	return false, nil

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/policy"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
@@ -54,31 +55,43 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 			log.Warn(fmt.Sprintf("warning: %v", err))
 		}
 	}
-	if entry, found, err := record.Lookup(cm.Data, r.o.identity); found && err == nil {
-		if ok, _ := r.database.Describes(entry.Database, entry.CompletedAt); ok {
-			// with --check, the database decides: the record may be the one it already denied
-			agrees := true
-			if len(r.check) > 0 {
-				if agrees, err = r.databaseAgrees(ctx, e, log); err != nil {
-					release()
-					return nil, true, err
-				}
-			}
-			if agrees {
-				release()
-				logf("migration %s was recorded by Job %s at %s while this one waited for the lock: nothing to do",
-					r.o.identity, entry.Job, entry.CompletedAt.Format(time.RFC3339))
-				return nil, true, nil
-			}
-		}
+	in := policy.Run{Identity: r.o.identity, Records: cm.Data, Database: r.database, JobCreated: created}
+	if len(r.check) > 0 {
+		in.Check = policy.Unasked
 	}
-	if later, ok := r.deployedLater(cm.Data, created); ok {
+	d := policy.UnderLock(in)
+	if d.Verdict == policy.Ask {
+		// with --check, the database decides: the record may be the one it already denied
+		agrees, err := r.databaseAgrees(ctx, e, log)
+		if err != nil {
+			release()
+			return nil, true, err
+		}
+		in.Check = policy.Denies
+		if agrees {
+			in.Check = policy.Agrees
+		}
+		d = policy.UnderLock(in)
+	}
+	switch {
+	case d.Verdict == policy.Done:
+		release()
+		logf("migration %s was recorded by Job %s at %s while this one waited for the lock: nothing to do",
+			r.o.identity, d.Entry.Job, d.Entry.CompletedAt.Format(time.RFC3339))
+		return nil, true, nil
+	case d.Verdict == policy.Refuse && d.Reason == policy.DeployedLater:
 		release()
 		err := fmt.Errorf("not running migration %s (Job %s, created %s at the latest): migration %s of Job %s, created later (%s), already succeeded "+
 			"on this database at %s, and a migration never runs after one deployed after it (an older migration against a newer schema); "+
 			"the release runs %s or later now, so this Job has nothing left to do",
-			r.o.identity, r.o.job, created.UTC().Format(time.RFC3339), later.id, later.entry.Job,
-			later.entry.JobCreated.UTC().Format(time.RFC3339), later.entry.CompletedAt.UTC().Format(time.RFC3339), later.id)
+			r.o.identity, r.o.job, created.UTC().Format(time.RFC3339), d.Other, d.Entry.Job,
+			d.Entry.JobCreated.UTC().Format(time.RFC3339), d.Entry.CompletedAt.UTC().Format(time.RFC3339), d.Other)
+		log.Error(err.Error())
+		return nil, true, cli.Exit(exitRefused, err)
+	case d.Verdict == policy.Refuse:
+		release()
+		err := fmt.Errorf("not running migration %s: %s; its record was pruned from ConfigMap %s/%s while this Job waited for the lock (raise migration.keepRecords)",
+			r.o.identity, d.Why, r.ns, r.recordsAt())
 		log.Error(err.Error())
 		return nil, true, cli.Exit(exitRefused, err)
 	}
@@ -109,34 +122,4 @@ func (r *recorder) readJob(ctx context.Context, log *slog.Logger) (time.Time, st
 		return r.started, "", false
 	}
 	return job.CreationTimestamp.Time, string(job.UID), true
-}
-
-type laterRecord struct {
-	id    string
-	entry record.Entry
-}
-
-// deployedLater finds a record, made on this database, of another migration whose Job was created after
-// this one's (at a second's resolution: Jobs created within the same second are not ordered).
-func (r *recorder) deployedLater(data map[string]string, created time.Time) (laterRecord, bool) {
-	if created.IsZero() {
-		return laterRecord{}, false
-	}
-	var found laterRecord
-	for id, v := range data {
-		if id == r.o.identity || id == record.PrunedKey {
-			continue
-		}
-		e, err := record.Decode(v)
-		if err != nil || e.JobCreated.IsZero() || !e.JobCreated.After(created) {
-			continue
-		}
-		if ok, _ := r.database.Describes(e.Database, e.CompletedAt); !ok {
-			continue
-		}
-		if found.id == "" || e.JobCreated.After(found.entry.JobCreated) {
-			found = laterRecord{id: id, entry: e}
-		}
-	}
-	return found, found.id != ""
 }

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
-	"github.com/premigrate/premigrate/internal/record"
+	"github.com/premigrate/premigrate/internal/policy"
 )
 
 // requireOptions are the flags of `gate require-contract`: those of `gate record`, whose --identity is the
@@ -48,25 +48,21 @@ func runRequireContract(ctx context.Context, o *requireOptions, e *env) error {
 		log.Error(err.Error())
 		return r.exitFor(ctx, err)
 	}
-	onThis := func(en record.Entry) bool {
-		ok, _ := r.database.Describes(en.Database, en.CompletedAt)
-		return ok
-	}
 	where := fmt.Sprintf("ConfigMap %s/%s", r.ns, from)
-	if own, found, err := record.Lookup(data, o.identity); found && err == nil && onThis(own) {
+	d := policy.RequireContract(data, o.identity, r.database)
+	switch d.Reason {
+	case policy.RecordedHere:
 		log.Info(fmt.Sprintf("the migration of %s is recorded on this database already (%s): nothing to hold back", o.identity, where))
 		return nil
-	}
-	prev, entry, ok := record.Previous(data, o.identity, onThis)
-	if !ok {
+	case policy.NoPrevious:
 		log.Info(fmt.Sprintf("no other migration is recorded on this database (%s): no contract to wait for; the migration of %s may run", where, o.identity))
 		return nil
-	}
-	if c, ok := record.ContractOf(data[prev]); ok {
+	case policy.PreviousContracted:
 		log.Info(fmt.Sprintf("the contract of %s, the identity deployed before %s, ran (Job %s at %s): the migration of %s may run",
-			prev, o.identity, c.Job, c.At.UTC().Format(time.RFC3339), o.identity))
+			d.Other, o.identity, d.Contract.Job, d.Contract.At.UTC().Format(time.RFC3339), o.identity))
 		return nil
 	}
+	prev, entry := d.Other, d.Entry
 	err = fmt.Errorf("refusing the migration of %s: the identity deployed before it, %s (migrated by Job %s, completed %s), has not run its "+
 		"contract step, and %s declares (migration.requirePreviousContract) that its migration must not run before that contract. "+
 		"Deploy %s again until its contract ran (kubectl get jobs -l app.kubernetes.io/component=contract,premigrate.io/identity=%s; "+

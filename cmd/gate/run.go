@@ -14,6 +14,7 @@ import (
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/dbid"
 	"github.com/premigrate/premigrate/internal/pgready"
+	"github.com/premigrate/premigrate/internal/policy"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
@@ -217,54 +218,61 @@ func (r *recorder) checkRecorded(ctx context.Context, e *env, ownJob bool, log *
 			log.Warn(fmt.Sprintf("warning: %v: the Job will outlive the release", err))
 		}
 	}
-	if data == nil {
-		logf("ConfigMap %s/%s holds no records yet: identity %s is not recorded", r.ns, r.recordsAt(), r.o.identity)
-		return false, nil
+	in := policy.Run{Identity: r.o.identity, Records: data, Database: r.database}
+	if len(r.check) > 0 {
+		in.Check = policy.Unasked
 	}
-	entry, found, decodeErr := record.Lookup(data, r.o.identity)
-	if !found && record.WasPruned(data, r.o.identity) {
+	d := policy.BeforeRun(in)
+	if d.Verdict == policy.Ask {
+		agrees, err := r.databaseAgrees(ctx, e, log)
+		if err != nil {
+			return true, err
+		}
+		in.Check = policy.Denies
+		if agrees {
+			in.Check = policy.Agrees
+		}
+		d = policy.BeforeRun(in)
+	}
+	on := ""
+	if r.database.Bound() {
+		on = " on database " + r.database.Value
+	}
+	switch {
+	case d.Verdict == policy.Refuse:
 		err := fmt.Errorf("migration %s ran on this database, but its record was pruned from ConfigMap %s/%s, which keeps the newest %d "+
 			"(--keep, migration.keepRecords): not running it again, since a rollback or revert this far back would run an older migration "+
 			"against a newer schema; raise migration.keepRecords, or, to run it anyway, remove %s from the %q key of that ConfigMap",
 			r.o.identity, r.ns, from, r.o.keep, r.o.identity, record.PrunedKey)
 		log.Error(err.Error())
 		return true, cli.Exit(exitRefused, err)
-	}
-	if !found {
-		return false, nil
-	}
-	if decodeErr == nil {
-		if ok, why := r.database.Describes(entry.Database, entry.CompletedAt); !ok {
-			logf("migration %s is recorded in ConfigMap %s/%s, but not on this database: the database changed since (%s): "+
-				"running it again on database %s", r.o.identity, r.ns, from, why, r.database.Value)
-			return false, nil
+	case d.Reason == policy.NotRecorded && data == nil:
+		logf("ConfigMap %s/%s holds no records yet: identity %s is not recorded", r.ns, r.recordsAt(), r.o.identity)
+	case d.Reason == policy.RecordedElsewhere:
+		logf("migration %s is recorded in ConfigMap %s/%s, but not on this database: %s: running it again on database %s",
+			r.o.identity, r.ns, from, d.Why, r.database.Value)
+	case d.Reason == policy.CheckSaysNo:
+		logf("migration %s is recorded%s in ConfigMap %s/%s (%s), but the database does not have it: the check %s says so "+
+			"(a database restored from a dump taken before it?): running it again", r.o.identity, on, r.ns, from, completed(d), r.checkText())
+	case d.Verdict == policy.Done:
+		agreed := ""
+		if in.Check == policy.Agrees {
+			agreed = ", and the database has it (the check " + r.checkText() + ")"
 		}
+		logf("migration %s is already recorded%s in ConfigMap %s/%s (%s)%s: not running it again "+
+			"(a rollback, a revert, a reinstall onto kept data, or a Job re-created after its TTL); nothing to do",
+			r.o.identity, on, r.ns, from, completed(d), agreed)
+		return true, nil
 	}
-	when := "at an unknown time"
-	if decodeErr == nil {
-		when = fmt.Sprintf("at %s by Job %s", entry.CompletedAt.Format(time.RFC3339), entry.Job)
+	return false, nil
+}
+
+// completed says when and by which Job the record a decision rests on was made.
+func completed(d policy.Decision) string {
+	if d.Entry.CompletedAt.IsZero() {
+		return "completed at an unknown time"
 	}
-	on := ""
-	if r.database.Bound() {
-		on = " on database " + r.database.Value
-	}
-	agreed := ""
-	if len(r.check) > 0 {
-		agrees, err := r.databaseAgrees(ctx, e, log)
-		if err != nil {
-			return true, err
-		}
-		if !agrees {
-			logf("migration %s is recorded%s in ConfigMap %s/%s (completed %s), but the database does not have it: the check %s says so "+
-				"(a database restored from a dump taken before it?): running it again", r.o.identity, on, r.ns, from, when, r.checkText())
-			return false, nil
-		}
-		agreed = ", and the database has it (the check " + r.checkText() + ")"
-	}
-	logf("migration %s is already recorded%s in ConfigMap %s/%s (completed %s)%s: not running it again "+
-		"(a rollback, a revert, a reinstall onto kept data, or a Job re-created after its TTL); nothing to do",
-		r.o.identity, on, r.ns, from, when, agreed)
-	return true, nil
+	return fmt.Sprintf("completed at %s by Job %s", d.Entry.CompletedAt.Format(time.RFC3339), d.Entry.Job)
 }
 
 // copyOptions are the flags of `gate copy`.

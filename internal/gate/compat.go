@@ -8,16 +8,6 @@ import (
 	"github.com/premigrate/premigrate/internal/record"
 )
 
-// contractedAfter returns, for a verdict that would release the pod on its identity's record made on this
-// database, the identities deployed after it whose contract step ran (record.ContractedAfter): what the code
-// of this identity uses may be gone from the schema. None for any other verdict.
-func (v *view) contractedAfter(d verdict) []string {
-	if d.outcome != Succeeded || d.record == nil || d.recErr != nil || v.configMap == nil || !v.recordedHere(*d.record) {
-		return nil
-	}
-	return record.ContractedAfter(v.configMap.Data, v.identity)
-}
-
 // refusedAsContracted is the result of a pod refused because identities deployed after its own (later, sorted)
 // contracted the schema: it names both identities and what to do.
 func (v *view) refusedAsContracted(later []string) Result {

@@ -215,9 +215,6 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 			apply(v)
 			if d := v.decide(); d.outcome != 0 {
 				res := v.result(d)
-				if later := v.contractedAfter(d); len(later) > 0 {
-					res = v.refusedAsContracted(later)
-				}
 				logResult(cfg.Log, res)
 				return res, nil
 			}
@@ -272,6 +269,8 @@ func (v *view) setErr(kind sourceKind, err error, log *slog.Logger) {
 
 func (v *view) result(d verdict) Result {
 	switch {
+	case len(d.contracted) > 0:
+		return v.refusedAsContracted(d.contracted)
 	case d.outcome == Succeeded && d.record != nil:
 		s := fmt.Sprintf("migration %s succeeded: recorded in ConfigMap %s", v.identity, v.records)
 		if d.recErr == nil {

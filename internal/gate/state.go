@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/premigrate/premigrate/internal/dbid"
+	"github.com/premigrate/premigrate/internal/policy"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
@@ -62,6 +63,8 @@ type verdict struct {
 	record  *record.Entry
 	recErr  error
 	pruned  bool // failed: the identity's record was pruned and its Job is gone
+	// contracted are the identities deployed after this one whose contract ran on this database (failed)
+	contracted []string
 }
 
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
@@ -83,65 +86,55 @@ func sortedJobs(jobs map[string]*batchv1.Job) []*batchv1.Job {
 	return out
 }
 
-// decide applies the rule of the design: succeeded when the ConfigMap records
-// the identity on this database, or, with no record of it, the Job (by exact
-// name, of this identity) completed on this database; failed when that Job is
-// Failed and the ConfigMap (read successfully) has no record; else wait.
+// decide asks the rule (policy.PodStart) on what the view holds now, and keeps what the result names: the
+// record or the Job it rests on, or the identities whose contract holds the pod.
 func (v *view) decide() verdict {
-	// The release's ConfigMap stands in for the store only once the store is known to be absent: until its
-	// first list answers, a record in the release's ConfigMap may be one the store has already superseded.
-	if v.cmKnown && v.configMap != nil {
-		if e, found, err := record.Lookup(v.configMap.Data, v.identity); found {
-			if err != nil || v.recordedHere(e) {
-				return verdict{outcome: Succeeded, record: &e, recErr: err}
-			}
-			// Recorded on another database (replaced or reset since): its migration must run again on
-			// this one, and that run records it again. A Job of the identity is the old run's, so it does
-			// not count either.
-			return verdict{}
-		}
+	p := policy.Pod{Identity: v.identity, RecordsKnown: v.cmKnown, JobsKnown: v.jobsKnown, Database: v.database}
+	if v.configMap != nil {
+		p.Records = v.configMap.Data
 	}
 	jobs := sortedJobs(v.jobs)
-	if v.database.Bound() && !v.cmKnown {
-		// A record of another database vetoes the Job (above): no Job counts before the records are read.
-		return verdict{}
-	}
 	for _, j := range jobs {
-		if c := jobCondition(j, batchv1.JobComplete); c != nil && v.completedHere(j, c) {
-			return verdict{outcome: Succeeded, job: j, cond: c}
+		pj := policy.Job{Name: j.Name}
+		if c := jobCondition(j, batchv1.JobComplete); c != nil {
+			pj.Complete, pj.CompletedAt = true, completionTime(j, c)
 		}
-	}
-	if !v.cmKnown {
-		// A failed Job is not final while a record might exist.
-		return verdict{}
-	}
-	if v.jobsKnown && v.configMap != nil && record.WasPruned(v.configMap.Data, v.identity) {
-		// It ran on this database, its record was pruned, and no Complete Job is left: its migration Job
-		// refuses to run it again, so waiting would only end at the timeout.
-		return verdict{outcome: Failed, pruned: true}
-	}
-	for _, j := range jobs {
 		if c := jobCondition(j, batchv1.JobFailed); c != nil {
-			return verdict{outcome: Failed, job: j, cond: c}
+			pj.Failed, pj.Reason, pj.Message = true, c.Reason, c.Message
 		}
+		p.Jobs = append(p.Jobs, pj)
+	}
+	d := policy.PodStart(p)
+	switch {
+	case d.Verdict == policy.Go && d.Reason == policy.RecordedHere:
+		e, _, err := record.Lookup(p.Records, v.identity)
+		return verdict{outcome: Succeeded, record: &e, recErr: err}
+	case d.Verdict == policy.Go:
+		j := v.jobs[d.Other]
+		return verdict{outcome: Succeeded, job: j, cond: jobCondition(j, batchv1.JobComplete)}
+	case d.Reason == policy.SchemaContracted:
+		return verdict{outcome: Failed, contracted: policy.ContractedAfter(p.Records, v.identity, v.database)}
+	case d.Reason == policy.RecordPruned:
+		return verdict{outcome: Failed, pruned: true}
+	case d.Reason == policy.JobFailed:
+		j := v.jobs[d.Other]
+		return verdict{outcome: Failed, job: j, cond: jobCondition(j, batchv1.JobFailed)}
 	}
 	return verdict{}
 }
 
-// recordedHere reports whether a record was made on the database the pod will use.
-func (v *view) recordedHere(e record.Entry) bool {
-	ok, _ := v.database.Describes(e.Database, e.CompletedAt)
-	return ok
+// completionTime is when a Complete Job completed (the API server's time).
+func completionTime(j *batchv1.Job, complete *batchv1.JobCondition) time.Time {
+	if j.Status.CompletionTime != nil {
+		return j.Status.CompletionTime.Time
+	}
+	return complete.LastTransitionTime.Time
 }
 
 // completedHere reports whether a Complete Job can have migrated the database the pod will use: it completed
 // after the object that holds the database's data was created (both times are the API server's).
 func (v *view) completedHere(j *batchv1.Job, complete *batchv1.JobCondition) bool {
-	at := complete.LastTransitionTime.Time
-	if j.Status.CompletionTime != nil {
-		at = j.Status.CompletionTime.Time
-	}
-	ok, _ := v.database.Describes("", at)
+	ok, _ := v.database.Describes("", completionTime(j, complete))
 	return ok
 }
 
@@ -219,11 +212,7 @@ func (v *view) staleJob() string {
 		if c == nil || v.completedHere(j, c) {
 			continue
 		}
-		at := c.LastTransitionTime.Time
-		if j.Status.CompletionTime != nil {
-			at = j.Status.CompletionTime.Time
-		}
-		_, why := v.database.Describes("", at)
+		_, why := v.database.Describes("", completionTime(j, c))
 		return "Job " + j.Name + " completed" + strings.TrimPrefix(why, "it was recorded")
 	}
 	return ""

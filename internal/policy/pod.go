@@ -48,13 +48,13 @@ func PodStart(p Pod) Decision {
 			if later := ContractedAfter(p.Records, p.Identity, p.Database); len(later) > 0 {
 				by := later[len(later)-1]
 				c, _ := record.ContractOf(p.Records[by])
-				return Decision{Verdict: Hold, Reason: SchemaContracted, Other: by, Entry: e, Why: fmt.Sprintf(
+				return Decision{Verdict: Hold, Reason: SchemaContracted, Other: by, Entry: e, Contract: c, Why: fmt.Sprintf(
 					"it ran on this database, but identity %s, deployed after it, contracted the schema (its contract step, Job %s, at %s): what its code uses may be gone",
 					by, c.Job, at(c.At))}
 			}
 			return Decision{Verdict: Go, Reason: RecordedHere, Entry: e, Why: fmt.Sprintf("recorded (completed at %s by Job %s)", at(e.CompletedAt), e.Job)}
 		case Elsewhere:
-			return Decision{Verdict: Wait, Reason: RecordedElsewhere, Entry: e, Why: "the database changed since it was recorded (" + why + "): waiting for its migration to run again"}
+			return Decision{Verdict: Wait, Reason: RecordedElsewhere, Entry: e, Why: "the database changed since (" + why + "): waiting for its migration to run again"}
 		}
 	}
 	if p.Database.Bound() && !p.RecordsKnown {
@@ -133,7 +133,7 @@ func Contract(data map[string]string, identity string, db dbid.ID) Decision {
 			Why: "its migration is not recorded on this database (" + why + "): a contract runs only after the migration it completes"}
 	}
 	if c, ok := record.ContractOf(data[identity]); ok {
-		return Decision{Verdict: Done, Reason: ContractDone, Entry: e, Why: fmt.Sprintf("its contract already ran (Job %s at %s)", c.Job, at(c.At))}
+		return Decision{Verdict: Done, Reason: ContractDone, Entry: e, Contract: c, Why: fmt.Sprintf("Job %s at %s", c.Job, at(c.At))}
 	}
 	return Decision{Verdict: Go, Reason: RecordedHere, Entry: e, Why: "its migration is recorded on this database and its contract has not run"}
 }
@@ -151,7 +151,7 @@ func RequireContract(data map[string]string, identity string, db dbid.ID) Decisi
 		return Decision{Verdict: Go, Reason: NoPrevious, Why: "no other migration is recorded on this database: no contract to wait for"}
 	}
 	if c, ok := record.ContractOf(data[prev]); ok {
-		return Decision{Verdict: Go, Reason: PreviousContracted, Other: prev, Entry: e,
+		return Decision{Verdict: Go, Reason: PreviousContracted, Other: prev, Entry: e, Contract: c,
 			Why: fmt.Sprintf("the contract of %s, the identity deployed before it, ran (Job %s at %s)", prev, c.Job, at(c.At))}
 	}
 	return Decision{Verdict: Refuse, Reason: PreviousNotContracted, Other: prev, Entry: e, Why: fmt.Sprintf(

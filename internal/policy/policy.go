@@ -79,6 +79,8 @@ type Decision struct {
 	Entry record.Entry
 	// Other is the other identity a decision names: the one deployed later, deployed before, or that contracted.
 	Other string
+	// Contract is the contract step a decision names (its own, or Other's), when it names one.
+	Contract record.Contract
 	// Why says it in words, without the identity's name or where the records are (the caller has both).
 	Why string
 }

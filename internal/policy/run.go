@@ -50,7 +50,7 @@ func BeforeRun(in Run) Decision {
 	case Absent:
 		return Decision{Verdict: Go, Reason: NotRecorded, Why: why}
 	case Elsewhere:
-		return Decision{Verdict: Go, Reason: RecordedElsewhere, Entry: e, Why: "the database changed since it was recorded (" + why + ")"}
+		return Decision{Verdict: Go, Reason: RecordedElsewhere, Entry: e, Why: "the database changed since (" + why + ")"}
 	}
 	return recorded(in, e, undecodable, "it is already recorded on this database")
 }
