@@ -209,29 +209,26 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 	}()
 	code := runChild(childCtx, c.o.argv, e.Streams, c.log)
 	took := e.now().Sub(start).Round(time.Millisecond)
-	select {
-	case <-lock.Lost():
-		err := fmt.Errorf("contract command %q exited %d after %s, but the lock was lost while it ran: not recording it; the next run repeats it", c.o.argv[0], code, took)
-		c.log.Error(err.Error())
+	end := policy.Conclude(policy.Ended{Code: code, LockLost: lost(lock), Stopped: ctx.Err() != nil})
+	var err error
+	switch end.Reason {
+	case policy.LockLost:
+		err = fmt.Errorf("contract command %q exited %d after %s, but the lock was lost while it ran: not recording it; the next run repeats it", c.o.argv[0], code, took)
 		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, err.Error())
-		return cli.Exit(exitFailed, err)
-	default:
-	}
-	switch {
-	case code != exitOK:
-		err := fmt.Errorf("contract command %q exited %d after %s: nothing recorded; the running pods are untouched, and the next deploy of %s runs it again",
+	case policy.CommandFailed:
+		err = fmt.Errorf("contract command %q exited %d after %s: nothing recorded; the running pods are untouched, and the next deploy of %s runs it again",
 			c.o.argv[0], code, took, c.o.identity)
-		c.log.Error(err.Error())
 		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, fmt.Sprintf("the contract of identity %s (Job %s) failed: %v", c.o.identity, c.o.job, err))
-		return cli.Exit(code, err)
-	case ctx.Err() != nil:
-		err := fmt.Errorf("contract command %q exited 0 after %s, but the gate was asked to stop while it ran: not recording it; the next run repeats it", c.o.argv[0], took)
-		c.log.Error(err.Error())
+	case policy.Stopped:
+		err = fmt.Errorf("contract command %q exited 0 after %s, but the gate was asked to stop while it ran: not recording it; the next run repeats it", c.o.argv[0], took)
 		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, err.Error())
-		return cli.Exit(exitInterrupted, err)
+	}
+	if !end.Record {
+		c.log.Error(err.Error())
+		return exitOf(end, code, err)
 	}
 	cli.Logf(c.log)("contract command %q succeeded in %s", c.o.argv[0], took)
-	err := record.WriteContracted(ctx, c.clients.configMaps(c.ns), record.ContractOptions{
+	err = record.WriteContracted(ctx, c.clients.configMaps(c.ns), record.ContractOptions{
 		Namespace: c.ns, ConfigMap: c.recordsAt(), Identity: c.o.identity, Job: c.o.job, Retry: c.o.waitCM, Now: e.now, Log: c.log,
 	})
 	if err != nil {

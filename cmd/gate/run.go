@@ -125,53 +125,70 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	return err
 }
 
-// conclude decides, once the migration command exited with code after took, whether to record the identity,
-// and records it; it returns the run's outcome in words (for the run history) and its exit.
+// conclude asks the rule (policy.Conclude), once the migration command exited with code after took, whether to
+// record the identity, and records it; it returns the run's outcome in words (for the run history) and its exit.
 func (r *recorder) conclude(ctx context.Context, e *env, o *runOptions, code int, took time.Duration, lock *record.Lock) (string, error) {
 	log := e.logger()
-	select {
-	case <-lock.Lost():
-		err := fmt.Errorf("migration command %q exited %d after %s, but the release's migration lock was lost while it ran: "+
+	end := policy.Ended{Code: code, LockLost: lost(lock), Stopped: ctx.Err() != nil, Database: r.database}
+	if policy.NeedsDatabaseAgain(end) {
+		// the database the record will name must be the one the command migrated
+		end.After, end.AfterErr = dbid.Resolve(ctx, r.spec, r.clients.objectGetter(r.ns))
+	}
+	c := policy.Conclude(end)
+	var err error
+	switch c.Reason {
+	case policy.LockLost:
+		err = fmt.Errorf("migration command %q exited %d after %s, but the release's migration lock was lost while it ran: "+
 			"not recording identity %s; the next run repeats it", o.argv[0], code, took, r.o.identity)
-		log.Error(err.Error())
-		return fmt.Sprintf("failed: exit %d, the migration lock was lost while it ran, nothing recorded", code), cli.Exit(exitFailed, err)
-	default:
-	}
-	if code != exitOK {
-		err := fmt.Errorf("migration command %q exited %d after %s: nothing recorded", o.argv[0], code, took)
-		log.Error(err.Error())
-		return fmt.Sprintf("failed: exit %d, nothing recorded", code), cli.Exit(code, err)
-	}
-	if ctx.Err() != nil {
-		// Stopped (SIGTERM: a deadline, a deletion, a drain) while the command ran. Its exit 0 proves nothing:
-		// a tool that traps SIGTERM and exits 0 may have stopped halfway. A re-run of the migration is safe (the
-		// command must be idempotent); a false record is not: it would release the pods and skip every retry.
-		err := fmt.Errorf("migration command %q exited 0 after %s, but the gate was asked to stop while it ran: "+
+	case policy.CommandFailed:
+		err = fmt.Errorf("migration command %q exited %d after %s: nothing recorded", o.argv[0], code, took)
+	case policy.Stopped:
+		// Its exit 0 proves nothing: a tool that traps SIGTERM (a deadline, a deletion, a drain) and exits 0 may
+		// have stopped halfway. A re-run of the migration is safe (the command must be idempotent); a false record
+		// is not: it would release the pods and skip every retry.
+		err = fmt.Errorf("migration command %q exited 0 after %s, but the gate was asked to stop while it ran: "+
 			"not recording identity %s (an exit after SIGTERM does not prove the migration completed); the next run repeats it",
 			o.argv[0], took, r.o.identity)
-		log.Error(err.Error())
-		return "stopped: exit 0 after the gate was asked to stop, nothing recorded", cli.Exit(exitInterrupted, err)
+	case policy.DatabaseUnnamed:
+		err = fmt.Errorf("naming the database again after migration %s ran: not recording it; the next run repeats it: %w", r.o.identity, end.AfterErr)
+	case policy.DatabaseChanged:
+		err = fmt.Errorf("the database changed while migration %s ran (it was %s, it is now %s): not recording it; the next run repeats it",
+			r.o.identity, r.database.Value, end.After.Value)
 	}
-	cli.Logf(log)("migration command %q succeeded in %s", o.argv[0], took)
-	if r.database.Bound() {
-		// the database the record will name must be the one the command migrated
-		now, err := dbid.Resolve(ctx, r.spec, r.clients.objectGetter(r.ns))
-		switch {
-		case err != nil:
-			err = fmt.Errorf("naming the database again after migration %s ran: not recording it; the next run repeats it: %w", r.o.identity, err)
-			log.Error(err.Error())
-			return "succeeded, not recorded: the database could not be named again", cli.Exit(exitFailed, err)
-		case now.Value != r.database.Value:
-			err := fmt.Errorf("the database changed while migration %s ran (it was %s, it is now %s): not recording it; the next run repeats it",
-				r.o.identity, r.database.Value, now.Value)
-			log.Error(err.Error())
-			return "succeeded, not recorded: the database changed while it ran", cli.Exit(exitFailed, err)
-		}
+	if c.Reason != policy.LockLost && c.Reason != policy.CommandFailed && c.Reason != policy.Stopped {
+		cli.Logf(log)("migration command %q succeeded in %s", o.argv[0], took)
+	}
+	if !c.Record {
+		log.Error(err.Error())
+		return c.Outcome, exitOf(c, code, err)
 	}
 	if err := r.write(ctx, e); err != nil {
 		return "succeeded, not recorded: the records could not be written", err
 	}
-	return "succeeded, recorded", nil
+	return c.Outcome, nil
+}
+
+// lost reports whether the lock was lost (by now).
+func lost(lock *record.Lock) bool {
+	select {
+	case <-lock.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// exitOf is the exit of a conclusion that records nothing: the command's own code when it failed.
+func exitOf(c policy.Conclusion, code int, err error) error {
+	switch c.Exit {
+	case policy.ExitCommand:
+		return cli.Exit(code, err)
+	case policy.ExitInterrupted:
+		return cli.Exit(exitInterrupted, err)
+	case policy.ExitOK:
+		return nil
+	}
+	return cli.Exit(exitFailed, err)
 }
 
 // checkRecorded reads the records ConfigMap (creating it when missing and --create-records is set) before the

@@ -69,6 +69,14 @@ const (
 	NoPrevious            Reason = "NoPrevious"            // nothing was deployed before on this database
 	PreviousContracted    Reason = "PreviousContracted"    // the identity deployed before ran its contract
 	RecordsUnknown        Reason = "RecordsUnknown"        // the records have not been read yet (pod side)
+
+	// How a command ended (Conclude).
+	Succeeded       Reason = "Succeeded"       // exit 0, lock held, not stopped, on the database it started on
+	CommandFailed   Reason = "CommandFailed"   // a non-zero exit
+	LockLost        Reason = "LockLost"        // the release's migration lock was lost while it ran
+	Stopped         Reason = "Stopped"         // exit 0 after the gate was asked to stop
+	DatabaseUnnamed Reason = "DatabaseUnnamed" // the database could not be named again after it ran
+	DatabaseChanged Reason = "DatabaseChanged" // the database named after it ran is not the one named before
 )
 
 // Decision is a rule's answer: what to do, why (a stable Reason), and the words for a log line.

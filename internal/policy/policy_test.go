@@ -117,23 +117,25 @@ func TestUnderTheLockAMigrationNeverRunsAfterOneDeployedAfterIt(t *testing.T) {
 func TestConcludeRecordsOnlyAnExitZeroThatProvesTheMigrationRanOnThatDatabase(t *testing.T) {
 	other := dbid.ID{Value: "pod/db-0@uid-3"}
 	for _, c := range []struct {
-		name   string
-		ended  Ended
-		record bool
-		exit   Exit
+		name       string
+		ended      Ended
+		record     bool
+		exit       Exit
+		namesAgain bool
 	}{
-		{"exit 0 is recorded", Ended{Database: here, After: here}, true, ExitOK},
-		{"exit 0 with no database is recorded", Ended{}, true, ExitOK},
-		{"a failure exits with the command's code", Ended{Code: 4, Database: here, After: here}, false, ExitCommand},
-		{"a lost lock is a failure even at exit 0", Ended{LockLost: true, Database: here, After: here}, false, ExitFailed},
-		{"exit 0 after SIGTERM proves nothing", Ended{Stopped: true, Database: here, After: here}, false, ExitInterrupted},
-		{"a database that cannot be named again", Ended{Database: here, AfterErr: errors.New("gone")}, false, ExitFailed},
-		{"a database that changed while it ran", Ended{Database: here, After: other}, false, ExitFailed},
+		{"exit 0 is recorded", Ended{Database: here, After: here}, true, ExitOK, true},
+		{"exit 0 with no database is recorded", Ended{}, true, ExitOK, false},
+		{"a failure exits with the command's code", Ended{Code: 4, Database: here, After: here}, false, ExitCommand, false},
+		{"a lost lock is a failure even at exit 0", Ended{LockLost: true, Database: here, After: here}, false, ExitFailed, false},
+		{"exit 0 after SIGTERM proves nothing", Ended{Stopped: true, Database: here, After: here}, false, ExitInterrupted, false},
+		{"a database that cannot be named again", Ended{Database: here, AfterErr: errors.New("gone")}, false, ExitFailed, true},
+		{"a database that changed while it ran", Ended{Database: here, After: other}, false, ExitFailed, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := Conclude(c.ended)
-			assert.Equal(t, c.record, got.Record, got.Why)
-			assert.Equal(t, c.exit, got.Exit, got.Why)
+			assert.Equal(t, c.record, got.Record, got.Reason)
+			assert.Equal(t, c.exit, got.Exit, got.Reason)
+			assert.Equal(t, c.namesAgain, NeedsDatabaseAgain(c.ended), "whether the database is named again")
 		})
 	}
 }

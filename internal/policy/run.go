@@ -149,12 +149,19 @@ const (
 	ExitInterrupted
 )
 
-// Conclusion is what to do once a command ended: record it or not, and how to exit.
+// Conclusion is what to do once a command ended: record it or not, how to exit, why (Reason), and the outcome
+// in a few words for the run history.
 type Conclusion struct {
-	Record bool
-	Exit   Exit
-	// Why says what happened in words, Outcome in a few words for the run history.
-	Why, Outcome string
+	Record  bool
+	Exit    Exit
+	Reason  Reason
+	Outcome string
+}
+
+// NeedsDatabaseAgain reports whether Conclude needs the database named again after the command ended: only when a
+// record would otherwise be written and records are bound to a database.
+func NeedsDatabaseAgain(e Ended) bool {
+	return !e.LockLost && e.Code == 0 && !e.Stopped && e.Database.Bound()
 }
 
 // Conclude decides whether a command that ended is recorded. Only an exit 0, with the lock held throughout,
@@ -164,21 +171,16 @@ type Conclusion struct {
 func Conclude(e Ended) Conclusion {
 	switch {
 	case e.LockLost:
-		return Conclusion{Exit: ExitFailed, Why: fmt.Sprintf("exited %d, but the release's migration lock was lost while it ran: not recording it; the next run repeats it", e.Code),
+		return Conclusion{Exit: ExitFailed, Reason: LockLost,
 			Outcome: fmt.Sprintf("failed: exit %d, the migration lock was lost while it ran, nothing recorded", e.Code)}
 	case e.Code != 0:
-		return Conclusion{Exit: ExitCommand, Why: fmt.Sprintf("exited %d: nothing recorded", e.Code),
-			Outcome: fmt.Sprintf("failed: exit %d, nothing recorded", e.Code)}
+		return Conclusion{Exit: ExitCommand, Reason: CommandFailed, Outcome: fmt.Sprintf("failed: exit %d, nothing recorded", e.Code)}
 	case e.Stopped:
-		return Conclusion{Exit: ExitInterrupted,
-			Why:     "exited 0, but the gate was asked to stop while it ran: not recording it (an exit after SIGTERM does not prove it completed); the next run repeats it",
-			Outcome: "stopped: exit 0 after the gate was asked to stop, nothing recorded"}
+		return Conclusion{Exit: ExitInterrupted, Reason: Stopped, Outcome: "stopped: exit 0 after the gate was asked to stop, nothing recorded"}
 	case e.Database.Bound() && e.AfterErr != nil:
-		return Conclusion{Exit: ExitFailed, Why: fmt.Sprintf("succeeded, but the database could not be named again: not recording it; the next run repeats it: %v", e.AfterErr),
-			Outcome: "succeeded, not recorded: the database could not be named again"}
+		return Conclusion{Exit: ExitFailed, Reason: DatabaseUnnamed, Outcome: "succeeded, not recorded: the database could not be named again"}
 	case e.Database.Bound() && e.After.Value != e.Database.Value:
-		return Conclusion{Exit: ExitFailed, Why: fmt.Sprintf("succeeded, but the database changed while it ran (it was %s, it is now %s): not recording it; the next run repeats it",
-			e.Database.Value, e.After.Value), Outcome: "succeeded, not recorded: the database changed while it ran"}
+		return Conclusion{Exit: ExitFailed, Reason: DatabaseChanged, Outcome: "succeeded, not recorded: the database changed while it ran"}
 	}
-	return Conclusion{Record: true, Exit: ExitOK, Why: "succeeded", Outcome: "succeeded, recorded"}
+	return Conclusion{Record: true, Exit: ExitOK, Reason: Succeeded, Outcome: "succeeded, recorded"}
 }
