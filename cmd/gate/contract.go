@@ -34,7 +34,7 @@ func (o *contractOptions) register(fs *flag.FlagSet) {
 	o.recordOptions.register(fs)
 	fs.StringVar(&o.deployment, "deployment", "", "name of the Deployment whose rollout to --identity must end before the contract runs (required)")
 	fs.DurationVar(&o.soak, "soak", 0, "how long the rollout facts must hold without a break before the contract runs")
-	fs.DurationVar(&o.timeout, "rollout-timeout", time.Hour, "give up waiting for the rollout after this long (exit 3; the contract did not run); 0 waits forever")
+	fs.DurationVar(&o.timeout, "rollout-timeout", time.Hour, "give up waiting for the rollout after this long (exit 4; the contract did not run); 0 waits forever")
 	fs.DurationVar(&o.interval, "interval", 2*time.Second, "time between two observations of the rollout")
 }
 
@@ -225,7 +225,7 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 	}
 	if !end.Record {
 		c.log.Error(err.Error())
-		return exitOf(end, code, err)
+		return exitOf(end, code, nil, err, c.log)
 	}
 	cli.Logf(c.log)("contract command %q succeeded in %s", c.o.argv[0], took)
 	err = record.WriteContracted(ctx, c.clients.configMaps(c.ns), record.ContractOptions{

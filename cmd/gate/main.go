@@ -33,18 +33,6 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// Exit codes (docs/design.md, "The gate").
-const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitUsage   = 2
-	exitTimeout = 3
-	// exitRefused is gate run's refusal to run a migration that must not run (it is 3, the default of
-	// migration.failFastExitCodes, so the Job fails at once instead of retrying)
-	exitRefused     = 3
-	exitInterrupted = 130
-)
-
 func main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
@@ -325,7 +313,9 @@ Commands:
 	_, _ = fmt.Fprintf(w, "  %-8s %s\n", "help", "show this help, or a command's: gate help <command>")
 	_, _ = fmt.Fprint(w, `
 Exit codes: 0 success; 1 the migration failed (wait) or the command failed;
-2 usage; 3 timeout; 130 interrupted.
+2 usage; 3 refused (the Job fails at once: no retry changes the answer);
+4 timeout; 130 interrupted. gate run and gate contract exit with their command's
+own code when it fails, except 3 unless --fail-fast-exit-codes lists it (1).
 Logs go to stderr, one line each of key=value pairs: time (RFC 3339, UTC), level, msg.
 `)
 	for _, c := range commands() {

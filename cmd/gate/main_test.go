@@ -107,7 +107,7 @@ func TestWaitExitCodes(t *testing.T) {
 			stderr: "succeeded: Job shop-app-migrate-" + identity + " is Complete"},
 		{name: "exits 1 when the Job Failed", objects: []runtime.Object{job(batchv1.JobFailed), recordsConfigMap()}, args: waitArgs, want: 1,
 			stderr: "kubectl logs -n shop job/shop-app-migrate-" + identity + " -c migrate"},
-		{name: "exits 3 on timeout", args: waitArgs, want: 3, stderr: "timed out after 300ms"},
+		{name: "exits 4 on timeout", args: waitArgs, want: exitTimeout, stderr: "timed out after 300ms"},
 		{name: "exits 2 without an identity", args: []string{"wait", "--records", "r"}, want: 2, stderr: "--identity is required"},
 		{name: "exits 2 with an identity that is no ConfigMap key", args: []string{"wait", "--identity", "a/b", "--records", "r"}, want: 2,
 			stderr: "not a valid ConfigMap key"},
@@ -241,7 +241,7 @@ func TestProbeExitCodes(t *testing.T) {
 		want int
 	}{
 		{"exits 0 on a 2xx answer", []string{"probe", "--url", ok.URL}, 0},
-		{"exits 3 on timeout", []string{"probe", "--url", broken.URL, "--timeout", "100ms", "--interval", "10ms"}, 3},
+		{"exits 4 on timeout", []string{"probe", "--url", broken.URL, "--timeout", "100ms", "--interval", "10ms"}, exitTimeout},
 		{"exits 2 without a URL", []string{"probe"}, 2},
 		{"exits 2 with an invalid URL", []string{"probe", "--url", "ftp://x"}, 2},
 	}

@@ -19,7 +19,7 @@ type probeOptions struct {
 
 func (o *probeOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.url, "url", "", "URL to GET until it answers 2xx (required)")
-	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long with exit code 3")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up after this long with exit code 4")
 	fs.DurationVar(&o.interval, "interval", time.Second, "pause between attempts")
 }
 

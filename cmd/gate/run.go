@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,7 @@ type runOptions struct {
 	waitPG        string
 	waitPGTimeout time.Duration
 	check         []string
+	failFast      []int
 	history       string
 	historyKeep   int
 	argv          []string // the migration command, after --
@@ -42,6 +44,10 @@ func (o *runOptions) register(fs *flag.FlagSet) {
 			"started the command adds when it started, its identity, Job and pod, its outcome and duration, and the last "+
 			fmt.Sprint(record.TailLines)+" lines of its output, readable after the Job is gone (empty: no history)")
 	fs.IntVar(&o.historyKeep, "history-keep", 10, "keep only the newest N runs in the --history ConfigMap (at least 1)")
+	fs.Var(exitCodes{&o.failFast}, "fail-fast-exit-codes",
+		"exit codes of the migration command, comma-separated, that fail its Job at once (migration.failFastExitCodes): "+
+			"the gate exits with them as they are. The command's other codes pass through too, except "+strconv.Itoa(exitRefused)+
+			", the gate's own refusal, which becomes 1 so that the Job retries it")
 	fs.Var(argvFlag{&o.check}, "check",
 		`a command, as a JSON array (e.g. ["python","manage.py","migrate","--check"]), that asks the database whether this migration is applied: `+
 			"exit 0 yes, any other exit no. Run when the identity is recorded on this database: when it says no (a database restored from a dump "+
@@ -160,7 +166,7 @@ func (r *recorder) conclude(ctx context.Context, e *env, o *runOptions, code int
 	}
 	if !c.Record {
 		log.Error(err.Error())
-		return c.Outcome, exitOf(c, code, err)
+		return c.Outcome, exitOf(c, code, o.failFast, err, log)
 	}
 	if err := r.write(ctx, e); err != nil {
 		return "succeeded, not recorded: the records could not be written", err
@@ -178,11 +184,15 @@ func lost(lock *record.Lock) bool {
 	}
 }
 
-// exitOf is the exit of a conclusion that records nothing: the command's own code when it failed.
-func exitOf(c policy.Conclusion, code int, err error) error {
+// exitOf is the exit of a conclusion that records nothing: the command's own code when it failed (commandExit).
+func exitOf(c policy.Conclusion, code int, failFast []int, err error, log *slog.Logger) error {
 	switch c.Exit {
 	case policy.ExitCommand:
-		return cli.Exit(code, err)
+		exit, why := commandExit(code, failFast)
+		if why != "" {
+			log.Warn(why)
+		}
+		return cli.Exit(exit, err)
 	case policy.ExitInterrupted:
 		return cli.Exit(exitInterrupted, err)
 	case policy.ExitOK:

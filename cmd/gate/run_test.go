@@ -24,6 +24,7 @@ import (
 func TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds(t *testing.T) {
 	cases := []struct {
 		name       string
+		failFast   string
 		script     string
 		wantCode   int
 		wantRecord bool
@@ -31,13 +32,17 @@ func TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds(t *testing.T) 
 	}{
 		{name: "success", script: "echo applied version 2", wantCode: 0, wantRecord: true, wantOutput: "applied version 2"},
 		{name: "failure", script: "echo injected failure >&2; exit 1", wantCode: 1, wantOutput: "injected failure"},
-		{name: "refusal keeps its exit code", script: "echo refusing destructive migration >&2; exit 3", wantCode: 3, wantOutput: "refusing destructive"},
+		{name: "a failure keeps its exit code", script: "echo no space left >&2; exit 28", wantCode: 28, wantOutput: "no space left"},
+		{name: "a fail-fast refusal of the app keeps its exit code", failFast: "7,3", script: "echo refusing destructive migration >&2; exit 3",
+			wantCode: 3, wantOutput: "refusing destructive"},
+		{name: "the gate's refusal code from a command that did not list it becomes 1, retried", script: "echo deadlock detected >&2; exit 3",
+			wantCode: 1, wantOutput: "the gate keeps 3 for its own refusals"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(recordsConfigMap())
 			got := h.run("run", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate",
-				"--", "/bin/sh", "-c", tc.script)
+				"--fail-fast-exit-codes", tc.failFast, "--", "/bin/sh", "-c", tc.script)
 			if got != tc.wantCode {
 				t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, tc.wantCode, &h.stderr)
 			}
@@ -376,5 +381,15 @@ func TestRunKeepsTheRecordsInAStoreOwnedByTheDatabaseThatAWipedReleaseConfigMapD
 				t.Errorf("the record was written into the release's ConfigMap too: %v", anchor.Data)
 			}
 		})
+	}
+}
+
+func TestFailFastExitCodesAreExitCodes(t *testing.T) {
+	for _, bad := range []string{"0", "256", "three", "3,,x"} {
+		h := newHarness(recordsConfigMap())
+		if got := h.run("run", "--identity", identity, "--records", "shop-app-migrations", "--job", "j",
+			"--fail-fast-exit-codes", bad, "--", "true"); got != exitUsage {
+			t.Errorf("--fail-fast-exit-codes %q: exit code = %d, want %d (usage)", bad, got, exitUsage)
+		}
 	}
 }

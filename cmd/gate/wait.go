@@ -34,7 +34,7 @@ func (o *waitOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.store, "store", "",
 		"name of the ConfigMap that keeps the records outside the Helm release (gate run --store): once it exists its records count, those of --records until then")
 	fs.StringVar(&o.job, "job", "", "exact name of the migration Job of this identity (required): only that Job's Complete condition counts, never another Job's")
-	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long with exit code 3; 0 waits forever")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up after this long with exit code 4; 0 waits forever")
 	fs.DurationVar(&o.progress, "progress-interval", 10*time.Second, "period of the progress lines")
 	o.db.register(fs)
 	o.k8s.register(fs)

@@ -147,3 +147,16 @@ func TestTheExampleChartShipsTheLibrarysContractStep(t *testing.T) {
 	svc := mustFind[*corev1.Service](t, r, "Service", ledgerFullname)
 	assert.False(t, labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(job.Spec.Template.Labels)), "the Service selects the contract pod")
 }
+
+func TestAContractTheGateRefusesFailsItsJobAtOnceAndAFailingContractCommandIsRetried(t *testing.T) {
+	job := contractJob(t, render(t, renderOptions{upgrade: true, values: "migration: {failFastExitCodes: [7], contract: {command: [/demo, contract]}}"}))
+	var failJob []batchv1.PodFailurePolicyRule
+	for _, r := range job.Spec.PodFailurePolicy.Rules {
+		if r.Action == batchv1.PodFailurePolicyActionFailJob {
+			failJob = append(failJob, r)
+		}
+	}
+	require.Len(t, failJob, 1, "one FailJob rule: %+v", job.Spec.PodFailurePolicy.Rules)
+	assert.Equal(t, "contract", *failJob[0].OnExitCodes.ContainerName)
+	assert.Equal(t, []int32{3}, failJob[0].OnExitCodes.Values, "the gate's refusal only: the migration's fail-fast codes are not the contract's")
+}

@@ -44,22 +44,31 @@ func TestTheLibrarysJobRetriesTwiceWithinFifteenMinutesAndExitCode3FailsItAtOnce
 	assert.Equal(t, any(int64(900)), valueOf(job.Spec.ActiveDeadlineSeconds), "activeDeadlineSeconds")
 	assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(job)),
 		"one FailJob rule: exit code 3 of the migrate container")
+	assert.Equal(t, "3", migrateArg(t, job, "--fail-fast-exit-codes"), "the ledger's own refusal (3, its failFastExitCodes) passes through gate run")
 }
 
-func TestTheLibraryFailsNoExitCodeAtOnceUnlessTheAdopterNamesOne(t *testing.T) {
+func TestTheLibraryFailsTheGatesRefusalAtOnceAndOfTheAdoptersCodesOnlyThoseItNames(t *testing.T) {
 	job := renderLedger(t, "migrations: {failFastExitCodes: null}", true).job(t)
-	assert.Empty(t, failJobRules(job), "the library's default: every failure is retried (backoffLimit)")
+	assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(job)), "the gate's refusal (3) is no failure a retry fixes")
+	assert.NotContains(t, container(t, job.Spec.Template.Spec.Containers, "migrate").Command, "--fail-fast-exit-codes",
+		"the library's default: every failure of the adopter's migration is retried (backoffLimit), its 3 too")
 	job = renderLedger(t, "migrations: {failFastExitCodes: [7, 3]}", true).job(t)
 	assert.Equal(t, []int32{3, 7}, failJobRules(job)[0].OnExitCodes.Values)
+	assert.Equal(t, "3,7", migrateArg(t, job, "--fail-fast-exit-codes"), "gate run passes the adopter's codes through")
+	job = renderLedger(t, "migrations: {failFastExitCodes: [9]}", true).job(t)
+	assert.Equal(t, []int32{3, 9}, failJobRules(job)[0].OnExitCodes.Values, "the refusal beside the adopter's codes")
 }
 
-func TestThePremigrateChartFailsTheDemosRefusalAtOnceAndNoCodeOfAnotherImage(t *testing.T) {
+func TestThePremigrateChartFailsTheGatesRefusalAtOnceForEveryImageAndTheDemosOwnToo(t *testing.T) {
 	r := render(t, renderOptions{upgrade: true})
 	assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(r.job(t))), "the demo exits 3 when it refuses to drop data")
+	assert.Equal(t, "3", migrateArg(t, r.job(t), "--fail-fast-exit-codes"), "the demo's refusal is passed through")
 	r = render(t, renderOptions{upgrade: true, values: "global: {imageRegistry: mirror.example.com}"})
-	assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(r.job(t))), "the demo behind a mirror is still the demo")
+	assert.Equal(t, "3", migrateArg(t, r.job(t), "--fail-fast-exit-codes"), "the demo behind a mirror is still the demo")
 	r = render(t, renderOptions{upgrade: true, values: "image: {repository: registry.example.com/shop}\ncommand: [/shop]"})
-	assert.Empty(t, failJobRules(r.job(t)), "another image's exit codes are its own")
+	assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(r.job(t))), "the gate's refusal, whatever the image")
+	assert.NotContains(t, container(t, r.job(t).Spec.Template.Spec.Containers, "migrate").Command, "--fail-fast-exit-codes",
+		"another image's exit codes are its own: its 3 is retried")
 }
 
 func TestTheLibrarysGateRunKeepsTwentyRecords(t *testing.T) {

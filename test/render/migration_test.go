@@ -105,7 +105,7 @@ func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
 		assertFailurePolicy(t, job.Spec.PodFailurePolicy, []int32{3, 7, 42})
 
 		job = render(t, renderOptions{values: "migration: {failFastExitCodes: []}"}).job(t)
-		assertFailurePolicy(t, job.Spec.PodFailurePolicy, nil)
+		assertFailurePolicy(t, job.Spec.PodFailurePolicy, []int32{3}) // the gate's refusal, whatever the app's codes
 	})
 
 	t.Run("ttlSecondsAfterFinished is omitted when null and rendered when 0, on hook Jobs and job-mode Jobs", func(t *testing.T) {
@@ -207,7 +207,7 @@ migration:
 		}
 	})
 
-	t.Run("the gate wraps the migration and records the identity in the records ConfigMap", func(t *testing.T) {
+	t.Run("the gate wraps the migration, records the identity in the records ConfigMap and passes the demo's fail-fast code through", func(t *testing.T) {
 		for _, tc := range []struct {
 			name, values string
 			upgrade      bool
@@ -232,7 +232,7 @@ migration:
 				`"labels":{"app.kubernetes.io/component":"migration","app.kubernetes.io/instance":"` + releaseName + `",` +
 				`"app.kubernetes.io/managed-by":"Helm","app.kubernetes.io/name":"premigrate","app.kubernetes.io/version":"0.3.0","helm.sh/chart":"premigrate-0.3.0"}}`
 			want := append([]string{"/premigrate/gate", "run", "--identity", id, "--records", fullname + "-migrations", "--store", fullname + "-migration-records", "--job", "$(JOB_NAME)", "--keep", "7",
-				"--history", fullname + "-migration-runs", "--history-keep", "10", "--create-records", meta}, tc.tail...)
+				"--fail-fast-exit-codes", "3", "--history", fullname + "-migration-runs", "--history-keep", "10", "--create-records", meta}, tc.tail...)
 			want = append(want, "--", "/demo")
 			if !equalStrings(m.Command, want) {
 				t.Errorf("%s: migrate command\n%v, want\n%v", tc.name, m.Command, want)

@@ -199,11 +199,14 @@ func TestANullOrMissingMigrationValueRendersTheLibrarysDefault(t *testing.T) {
 			assert.Equal(t, "hook-failed", job.Annotations["helm.sh/hook-output-log-policy"], "Helm prints the failed hook's log")
 		}},
 		{"failFastExitCodes", "migration.failFastExitCodes", func(t *testing.T, _ *result, job *batchv1.Job) {
-			// the demo's refusal (exit 3) for the premigrate chart's default image; none for another app's
+			// the gate's refusal (exit 3) fails the Job at once for every image; the demo also lists its own refusal (3),
+			// passed through; another app's codes are its own, and the gate turns its 3 into 1 (retried)
+			assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(job)), "exit code 3 of migrate fails the Job at once")
 			if strings.Contains(container(t, job.Spec.Template.Spec.Containers, "migrate").Image, "/premigrate/demo:") {
-				assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(job)), "exit code 3 of the demo's migrate fails the Job at once")
+				assert.Equal(t, "3", migrateArg(t, job, "--fail-fast-exit-codes"), "the demo's own refusal passes through")
 			} else {
-				assert.Empty(t, failJobRules(job), "no exit code of another app's migration fails the Job at once")
+				assert.NotContains(t, container(t, job.Spec.Template.Spec.Containers, "migrate").Command, "--fail-fast-exit-codes",
+					"no code of another app's migration fails the Job at once")
 			}
 		}},
 		{"keepRecords", "migration.keepRecords", func(t *testing.T, _ *result, job *batchv1.Job) {
@@ -272,8 +275,11 @@ func TestAnExplicitFalseZeroOrEmptyMigrationValueIsKeptNotDefaulted(t *testing.T
 				assert.Equal(t, "pre-upgrade", job.Annotations["helm.sh/hook"])
 				assert.NotContains(t, job.Annotations, "helm.sh/hook-output-log-policy")
 			}},
-		{"failFastExitCodes [] fails no exit code at once", "migration: {failFastExitCodes: []}\n", "migrations: {failFastExitCodes: []}\n",
-			func(t *testing.T, r *result) { assert.Empty(t, failJobRules(r.job(t))) }},
+		{"failFastExitCodes [] fails no exit code of the app at once, only the gate's refusal", "migration: {failFastExitCodes: []}\n", "migrations: {failFastExitCodes: []}\n",
+			func(t *testing.T, r *result) {
+				assert.Equal(t, asYAML(t, failFastOn3), asYAML(t, failJobRules(r.job(t))))
+				assert.NotContains(t, container(t, r.job(t).Spec.Template.Spec.Containers, "migrate").Command, "--fail-fast-exit-codes")
+			}},
 		{"keepRecords 1 keeps one record", "migration: {keepRecords: 1}\n", "migrations: {keepRecords: 1}\n",
 			func(t *testing.T, r *result) { assert.Equal(t, "1", migrateArg(t, r.job(t), "--keep")) }},
 		{"an empty pod security context drops the restricted one", "", "migrations: {pod: {securityContext: {}}}\n",

@@ -76,8 +76,11 @@ and, with --wait, after they are ready; never on a rollback). argocd mode: a Pos
 {{- end -}}
 {{- $_ = set $pod.spec "serviceAccountName" $k.name -}}
 {{- $_ = set $pod.metadata "labels" (merge (dict "app.kubernetes.io/component" "contract") $pod.metadata.labels) -}}
-{{- /* the exit codes of fail-fast are the migration's; a contract that fails is retried up to backoffLimit */ -}}
-{{- $_ = set $spec "podFailurePolicy" (dict "rules" (list (dict "action" "Ignore" "onPodConditions" (list (dict "type" "DisruptionTarget" "status" "True"))))) -}}
+{{- /* the gate's refusal (exit 3: the contract's migration is not recorded on this database) fails the Job at once;
+the exit codes of fail-fast are the migration's, so a contract command that fails is retried up to backoffLimit */ -}}
+{{- $_ = set $spec "podFailurePolicy" (dict "rules" (list
+  (dict "action" "FailJob" "onExitCodes" (dict "containerName" "contract" "operator" "In" "values" (list 3)))
+  (dict "action" "Ignore" "onPodConditions" (list (dict "type" "DisruptionTarget" "status" "True"))))) -}}
 {{- $_ = set $spec "activeDeadlineSeconds" $k.activeDeadlineSeconds -}}
 {{- if kindIs "invalid" $c.ttlSecondsAfterFinished -}}
 {{- $_ = unset $spec "ttlSecondsAfterFinished" -}}

@@ -5,7 +5,8 @@ The migration Job (empty when the migration is disabled). Argument: dict "root" 
 {{- define "premigrate-lib.migrationJob" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
 {{- if $c.enabled -}}
-{{- $failFast := include "premigrate-lib.sortedCodes" $c.failFastExitCodes | fromJsonArray -}}
+{{- /* the gate's refusal (exit 3) fails the Job at once whatever the adopter's codes: no retry changes it */ -}}
+{{- $failFast := include "premigrate-lib.sortedCodes" (concat (list 3) $c.failFastExitCodes) | fromJsonArray -}}
 {{- $p := $c.pod -}}
 apiVersion: batch/v1
 kind: Job
@@ -34,13 +35,11 @@ spec:
   {{- end }}
   podFailurePolicy:
     rules:
-      {{- if $failFast }}
       - action: FailJob
         onExitCodes:
           containerName: migrate
           operator: In
           values: {{ toJson $failFast }}
-      {{- end }}
       {{- /* status is written out although it defaults to "True": the rules list is atomic, and a field
       the API server fills in would make every kubectl apply of an unchanged rendering a change */}}
       - action: Ignore
@@ -137,6 +136,10 @@ spec:
             - $(JOB_NAME)
             - --keep
             - {{ $c.keepRecords | toString | quote }}
+            {{- with $c.failFastExitCodes }}
+            - --fail-fast-exit-codes
+            - {{ include "premigrate-lib.sortedCodes" . | fromJsonArray | join "," | quote }}
+            {{- end }}
             {{- if gt (int $c.runHistory) 0 }}
             - --history
             - {{ $c.historyName }}
