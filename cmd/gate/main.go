@@ -1,6 +1,6 @@
 // Command gate is premigrate's wait-for init container and migration helper:
 // `gate wait` holds app pods until the migration of their identity succeeded,
-// `gate record` records a successful migration, `gate probe` polls a URL.
+// `gate run` runs a migration once and records it, `gate contract` its contract step, `gate probe` polls a URL.
 package main
 
 import (
@@ -92,7 +92,6 @@ type configMapClient interface {
 // jobClient is what wait and run need of a Job client.
 type jobClient interface {
 	gate.JobClient
-	record.JobPatcher
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*batchv1.Job, error)
 }
 
@@ -164,11 +163,6 @@ func commands() []command {
 				o.then = args
 				return runWait(ctx, o, e)
 			}
-		}},
-		{name: "record", summary: "record that the migration of an identity succeeded (migration Job)", bind: func(fs *flag.FlagSet) action {
-			o := &recordOptions{}
-			o.register(fs)
-			return func(ctx context.Context, e *env, _ []string) error { return runRecord(ctx, o, e) }
 		}},
 		{name: "run", summary: "run the migration command (after --) and record its success (migration Job)", args: true, bind: func(fs *flag.FlagSet) action {
 			o, g := &runOptions{}, &guardOptions{}

@@ -189,37 +189,12 @@ func TestWaitNeedsANamespace(t *testing.T) {
 	}
 }
 
-func TestRecordWritesTheRecord(t *testing.T) {
-	h := newHarness(recordsConfigMap())
-	if got := h.run("record", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate-x"); got != 0 {
-		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
-	}
-	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(cm.Data[identity], `"job":"shop-app-migrate-x"`) {
-		t.Errorf("record = %q", cm.Data[identity])
-	}
-}
-
-func TestRecordFailsWhenTheConfigMapNeverAppears(t *testing.T) {
-	h := newHarness()
-	got := h.run("record", "--identity", identity, "--records", "shop-app-migrations", "--job", "j", "--wait-for-configmap", "0s")
-	if got != 1 {
-		t.Fatalf("exit code = %d, want 1; stderr:\n%s", got, &h.stderr)
-	}
-	if !strings.Contains(h.stderr.String(), "ConfigMap shop/shop-app-migrations does not exist") {
-		t.Errorf("stderr does not explain:\n%s", &h.stderr)
-	}
-}
-
-func TestRecordRequiresItsFlags(t *testing.T) {
+func TestRunRequiresItsRecordsFlags(t *testing.T) {
 	for _, args := range [][]string{
-		{"record", "--records", "r", "--job", "j"},
-		{"record", "--identity", identity, "--job", "j"},
-		{"record", "--identity", identity, "--records", "r"},
-		{"record", "--identity", identity, "--records", "r", "--job", "j", "--keep", "-1"},
+		{"run", "--records", "r", "--job", "j", "--", "true"},
+		{"run", "--identity", identity, "--job", "j", "--", "true"},
+		{"run", "--identity", identity, "--records", "r", "--", "true"},
+		{"run", "--identity", identity, "--records", "r", "--job", "j", "--keep", "-1", "--", "true"},
 	} {
 		h := newHarness()
 		if got := h.run(args...); got != 2 {
@@ -258,7 +233,7 @@ func TestProbeExitCodes(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	flags := map[string][]string{
 		"wait":   {"namespace", "kubeconfig", "identity", "records", "job", "timeout", "progress-interval"},
-		"record": {"namespace", "kubeconfig", "identity", "records", "job", "keep", "wait-for-configmap"},
+		"run":    {"namespace", "kubeconfig", "identity", "records", "job", "keep", "wait-for-configmap", "fail-fast-exit-codes"},
 		"probe":  {"url", "timeout", "interval"},
 	}
 	h := newHarness()

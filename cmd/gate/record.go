@@ -18,7 +18,7 @@ import (
 	"github.com/premigrate/premigrate/internal/record"
 )
 
-// recordOptions are the flags of `gate record`, and of `gate run` which records too.
+// recordOptions are the flags that name the records, shared by the commands that read or write them.
 type recordOptions struct {
 	k8s      k8sFlags
 	db       databaseFlags
@@ -49,7 +49,7 @@ func (o *recordOptions) register(fs *flag.FlagSet) {
 	o.k8s.register(fs)
 }
 
-// recorder is what `gate record` and `gate run` share once the flags are checked.
+// recorder is what the commands that read or write the records share once the flags are checked.
 type recorder struct {
 	o       *recordOptions
 	ns      string
@@ -218,16 +218,4 @@ func (r *recorder) write(ctx context.Context, e *env) error {
 		return cli.Exit(exitFailed, err)
 	}
 	return nil
-}
-
-// runRecord is `gate record`: it records that the migration of an identity succeeded.
-func runRecord(ctx context.Context, o *recordOptions, e *env) error {
-	r, err := o.prepare(e)
-	if err != nil {
-		return err
-	}
-	if err := r.resolve(ctx, o.waitCM, e.logger()); err != nil {
-		return err
-	}
-	return r.write(ctx, e)
 }

@@ -22,7 +22,6 @@ import (
 // runOptions are the flags and the command of `gate run`.
 type runOptions struct {
 	recordOptions
-	ownJob        bool
 	waitPG        string
 	waitPGTimeout time.Duration
 	check         []string
@@ -34,8 +33,6 @@ type runOptions struct {
 
 func (o *runOptions) register(fs *flag.FlagSet) {
 	o.recordOptions.register(fs)
-	fs.BoolVar(&o.ownJob, "own-job", false,
-		"make the records ConfigMap the owner of the Job named by --job, so the Job goes with the ConfigMap (a Helm hook Job, which helm uninstall leaves, then goes with the release's records); needs patch on that Job. Rendered by library charts up to 0.3.x only: later ones render the hook Job with its owner")
 	fs.StringVar(&o.waitPG, "wait-for-postgres", "",
 		"HOST:PORT of a PostgreSQL server: before running the command, wait until it accepts connections")
 	fs.DurationVar(&o.waitPGTimeout, "wait-for-postgres-timeout", 10*time.Minute, "give up waiting for PostgreSQL after this long (exit 1)")
@@ -82,7 +79,7 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	if err := r.resolve(ctx, o.waitPGTimeout, log); err != nil {
 		return err
 	}
-	if done, err := r.checkRecorded(ctx, e, o.ownJob, log); done {
+	if done, err := r.checkRecorded(ctx, e, log); done {
 		return err
 	}
 	lock, done, err := r.lock(ctx, e, log)
@@ -205,7 +202,7 @@ func exitOf(c policy.Conclusion, code int, failFast []int, err error, log *slog.
 // migration runs, retrying API errors up to --wait-for-configmap. It returns done=true with the exit code when
 // the command must not run: the identity is already recorded (a nil error: exit 0), or the records cannot be
 // read.
-func (r *recorder) checkRecorded(ctx context.Context, e *env, ownJob bool, log *slog.Logger) (bool, error) {
+func (r *recorder) checkRecorded(ctx context.Context, e *env, log *slog.Logger) (bool, error) {
 	logf := cli.Logf(log)
 	deadline := time.Now().Add(r.o.waitCM)
 	var (
@@ -239,11 +236,6 @@ func (r *recorder) checkRecorded(ctx context.Context, e *env, ownJob bool, log *
 	}
 	if created {
 		logf("created ConfigMap %s/%s for the migration records", r.ns, r.o.records)
-	}
-	if ownJob && cm != nil {
-		if err := record.OwnJob(ctx, r.clients.jobs(r.ns), r.o.job, cm); err != nil {
-			log.Warn(fmt.Sprintf("warning: %v: the Job will outlive the release", err))
-		}
 	}
 	in := policy.Run{Identity: r.o.identity, Records: data, Database: r.database}
 	if len(r.check) > 0 {

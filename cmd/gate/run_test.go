@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,23 +129,6 @@ func TestRunWithoutCreateRecordsWaitsForTheConfigMapAndSaysSo(t *testing.T) {
 	}
 	if !strings.Contains(h.stderr.String(), "does not exist") {
 		t.Errorf("stderr does not explain the missing ConfigMap:\n%s", &h.stderr)
-	}
-}
-
-func TestRunMakesTheRecordsConfigMapTheOwnerOfItsJob(t *testing.T) {
-	cm := recordsConfigMap()
-	cm.UID = "records-uid"
-	hookJob := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "shop-app-migrate", Namespace: "shop"}}
-	h := newHarness(cm, hookJob)
-	if got := h.run(runArgs("--own-job", "--", "/bin/sh", "-c", "true")...); got != exitOK {
-		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
-	}
-	j, err := h.cs.BatchV1().Jobs("shop").Get(context.Background(), "shop-app-migrate", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].UID != "records-uid" {
-		t.Errorf("Job owners %+v, want the records ConfigMap", j.OwnerReferences)
 	}
 }
 

@@ -7,11 +7,9 @@ import (
 	"maps"
 	"strings"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // Metadata is what a records ConfigMap created by the gate carries: the
@@ -149,26 +147,4 @@ func Ensure(ctx context.Context, client ConfigMapClient, name string, m *Metadat
 		return nil, false, fmt.Errorf("create ConfigMap %s: %w", name, err)
 	}
 	return cm, true, nil
-}
-
-// JobPatcher is the part of client-go's typed Job client (for one namespace)
-// that OwnJob uses: RBAC grants it patch on the migration Job's name.
-type JobPatcher interface {
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*batchv1.Job, error)
-}
-
-// OwnJob makes the records ConfigMap the owner of the Job called job, so
-// that deleting the ConfigMap (helm uninstall deletes it: it is a release
-// object) garbage-collects a hook Job that Helm itself never deletes.
-func OwnJob(ctx context.Context, jobs JobPatcher, job string, cm *corev1.ConfigMap) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{{
-		APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID,
-	}}}})
-	if err != nil {
-		return fmt.Errorf("encode the owner reference: %w", err)
-	}
-	if _, err := jobs.Patch(ctx, job, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
-		return fmt.Errorf("make ConfigMap %s the owner of Job %s: %w", cm.Name, job, err)
-	}
-	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"maps"
 	"testing"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -130,21 +128,5 @@ func TestParseMetadataNamesTheExpectedShapeOnBadInput(t *testing.T) {
 	m, err := record.ParseMetadata(`{"labels":{"a":"b"},"annotations":{"c":"d"}}`)
 	if err != nil || m.Labels["a"] != "b" || m.Annotations["c"] != "d" {
 		t.Fatalf("ParseMetadata = %+v, %v", m, err)
-	}
-}
-
-func TestOwnJobMakesTheRecordsConfigMapTheJobsOnlyOwner(t *testing.T) {
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "shop-migrate", Namespace: ns}}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: "cm-uid"}}
-	cs := fake.NewClientset(job, cm)
-	if err := record.OwnJob(context.Background(), cs.BatchV1().Jobs(ns), "shop-migrate", cm); err != nil {
-		t.Fatal(err)
-	}
-	got, err := cs.BatchV1().Jobs(ns).Get(context.Background(), "shop-migrate", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.OwnerReferences) != 1 || got.OwnerReferences[0].UID != "cm-uid" || got.OwnerReferences[0].Kind != "ConfigMap" {
-		t.Errorf("owners = %+v, want the records ConfigMap", got.OwnerReferences)
 	}
 }
