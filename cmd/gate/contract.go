@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
@@ -106,22 +105,13 @@ func runContract(ctx context.Context, o *contractOptions, e *env) error {
 // decide reads the records: it returns done=true (with the exit) when the contract must not run: the identity's
 // migration is not recorded on this database (refused), or its contract already ran (exit 0).
 func (c *contractor) decide(ctx context.Context) (bool, error) {
-	anchor, err := c.clients.configMaps(c.ns).Get(ctx, c.o.records, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		err = fmt.Errorf("not running the contract of %s: reading the records: %w", c.o.identity, err)
-		c.log.Error(err.Error())
-		return true, c.exitFor(ctx, err)
-	}
-	if apierrors.IsNotFound(err) {
-		anchor = nil
-	}
-	data, from, err := c.read(ctx, anchor)
+	rs, err := c.where().Read(ctx, c.clients.configMaps(c.ns))
 	if err != nil {
 		err = fmt.Errorf("not running the contract of %s: reading the records: %w", c.o.identity, err)
 		c.log.Error(err.Error())
 		return true, c.exitFor(ctx, err)
 	}
-	return c.decideOn(data, from)
+	return c.decideOn(rs.Data, rs.From)
 }
 
 // decideOn is decide on records already read (from names their ConfigMap).

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/record"
@@ -108,21 +106,11 @@ func runGuard(ctx context.Context, o *runOptions, g *guardOptions, e *env) error
 // recordedIdentities lists the identities the records hold (the store when set, else the release's records),
 // sorted; the current one is always among them.
 func (r *recorder) recordedIdentities(ctx context.Context) ([]string, error) {
-	data := map[string]string{}
-	for _, name := range []string{r.o.store, r.o.records} {
-		if name == "" {
-			continue
-		}
-		cm, err := r.clients.configMaps(r.ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("get ConfigMap %s: %w", name, err)
-		}
-		data = dataOf(cm)
-		break
+	rs, err := r.where().Read(ctx, r.clients.configMaps(r.ns))
+	if err != nil {
+		return nil, err
 	}
+	data := rs.Data
 	ids := []string{r.o.identity}
 	for k := range data {
 		if k != record.PrunedKey && k != r.o.identity {
@@ -131,11 +119,4 @@ func (r *recorder) recordedIdentities(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(ids)
 	return ids, nil
-}
-
-func dataOf(cm *corev1.ConfigMap) map[string]string {
-	if cm.Data == nil {
-		return map[string]string{}
-	}
-	return cm.Data
 }

@@ -232,9 +232,9 @@ func TestProbeExitCodes(t *testing.T) {
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	flags := map[string][]string{
-		"wait":   {"namespace", "kubeconfig", "identity", "records", "job", "timeout", "progress-interval"},
-		"run":    {"namespace", "kubeconfig", "identity", "records", "job", "keep", "wait-for-configmap", "fail-fast-exit-codes"},
-		"probe":  {"url", "timeout", "interval"},
+		"wait":  {"namespace", "kubeconfig", "identity", "records", "job", "timeout", "progress-interval"},
+		"run":   {"namespace", "kubeconfig", "identity", "records", "job", "keep", "wait-for-configmap", "fail-fast-exit-codes"},
+		"probe": {"url", "timeout", "interval"},
 	}
 	h := newHarness()
 	if got := h.run("--help"); got != 0 {

@@ -66,12 +66,14 @@ type recorder struct {
 	check []string
 }
 
-// recordsAt is where the records are kept: --store when set, else --records.
+// where names the records' ConfigMaps (--records the release's, --store the one that keeps them).
+func (r *recorder) where() record.Where {
+	return record.Where{Anchor: r.o.records, Store: r.o.store}
+}
+
+// recordsAt is where the records are kept, and the lock taken: --store when set, else --records.
 func (r *recorder) recordsAt() string {
-	if r.o.store != "" {
-		return r.o.store
-	}
-	return r.o.records
+	return r.where().Holder()
 }
 
 // prepare checks the flags and builds the client.
@@ -126,24 +128,6 @@ func (r *recorder) resolve(ctx context.Context, timeout time.Duration, log *slog
 // missing and may not be created.
 func (r *recorder) ensure(ctx context.Context) (*corev1.ConfigMap, bool, error) {
 	return record.Ensure(ctx, r.clients.configMaps(r.ns), r.o.records, r.meta)
-}
-
-// read returns the records: the data of --store when it exists, else that of the --records ConfigMap (anchor,
-// nil when it does not exist), and the name of the ConfigMap they were read from.
-func (r *recorder) read(ctx context.Context, anchor *corev1.ConfigMap) (map[string]string, string, error) {
-	if r.o.store != "" {
-		cm, err := r.clients.configMaps(r.ns).Get(ctx, r.o.store, metav1.GetOptions{})
-		switch {
-		case err == nil:
-			return cm.Data, r.o.store, nil
-		case !apierrors.IsNotFound(err):
-			return nil, "", fmt.Errorf("get ConfigMap %s: %w", r.o.store, err)
-		}
-	}
-	if anchor == nil {
-		return nil, r.o.records, nil
-	}
-	return anchor.Data, r.o.records, nil
 }
 
 // storeOptions completes o for writing to --store: the store is created when missing, with the chart's labels

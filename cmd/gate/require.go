@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/policy"
 )
@@ -33,16 +30,8 @@ func runRequireContract(ctx context.Context, o *requireOptions, e *env) error {
 	if err := r.resolve(ctx, o.waitCM, log); err != nil {
 		return err
 	}
-	anchor, err := r.clients.configMaps(r.ns).Get(ctx, o.records, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		anchor = nil
-	case err != nil:
-		err = fmt.Errorf("checking the contract before the migration of %s: reading the records: %w", o.identity, err)
-		log.Error(err.Error())
-		return r.exitFor(ctx, err)
-	}
-	data, from, err := r.read(ctx, anchor)
+	rs, err := r.where().Read(ctx, r.clients.configMaps(r.ns))
+	data, from := rs.Data, rs.From
 	if err != nil {
 		err = fmt.Errorf("checking the contract before the migration of %s: reading the records: %w", o.identity, err)
 		log.Error(err.Error())

@@ -215,7 +215,9 @@ func (r *recorder) checkRecorded(ctx context.Context, e *env, log *slog.Logger) 
 	for delay := 500 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 		cm, created, err = r.ensure(ctx)
 		if err == nil {
-			data, from, err = r.read(ctx, cm)
+			var rs record.Records
+			rs, err = r.where().ReadWith(ctx, r.clients.configMaps(r.ns), cm)
+			data, from = rs.Data, rs.From
 		}
 		if err == nil {
 			break

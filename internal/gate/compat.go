@@ -12,11 +12,11 @@ import (
 // contracted the schema: it names both identities and what to do.
 func (v *view) refusedAsContracted(later []string) Result {
 	by := later[len(later)-1]
-	c, _ := record.ContractOf(v.configMap.Data[by])
+	c, _ := record.ContractOf(v.recs.Data[by])
 	return Result{Outcome: Failed, Reason: "SchemaContracted", Summary: fmt.Sprintf(
 		"migration %s ran on this database, but identity %s, deployed after it, contracted the schema (its contract step, Job %s, "+
 			"at %s): what the code of %s uses may be gone; not starting the app\ndeploy %s or a later version (helm upgrade, or "+
 			"roll forward to its revision); the records are in ConfigMap %s/%s (contracted after %s: %s)",
-		v.identity, by, c.Job, c.At.UTC().Format(time.RFC3339), v.identity, by, v.namespace, v.records,
+		v.identity, by, c.Job, c.At.UTC().Format(time.RFC3339), v.identity, by, v.namespace, v.recs.From,
 		v.identity, strings.Join(later, ", "))}
 }

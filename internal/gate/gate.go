@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/premigrate/premigrate/internal/dbid"
+	"github.com/premigrate/premigrate/internal/record"
 )
 
 // JobClient is the part of client-go's typed Job client (for one namespace)
@@ -182,7 +183,7 @@ func Wait(ctx context.Context, cfg Config, jobs JobClient, configMaps ConfigMapC
 
 	v := &view{
 		identity:   cfg.Identity,
-		records:    cfg.Records,
+		recs:       record.Records{From: cfg.Records},
 		anchorName: cfg.Records,
 		storeName:  cfg.Store,
 		known:      map[string]bool{},
@@ -272,7 +273,7 @@ func (v *view) result(d verdict) Result {
 	case len(d.contracted) > 0:
 		return v.refusedAsContracted(d.contracted)
 	case d.outcome == Succeeded && d.record != nil:
-		s := fmt.Sprintf("migration %s succeeded: recorded in ConfigMap %s", v.identity, v.records)
+		s := fmt.Sprintf("migration %s succeeded: recorded in ConfigMap %s", v.identity, v.recs.From)
 		if d.recErr == nil {
 			s += fmt.Sprintf(" (completed at %s by Job %s)", d.record.CompletedAt.Format(time.RFC3339), d.record.Job)
 		}
@@ -285,7 +286,7 @@ func (v *view) result(d verdict) Result {
 			"migration %s ran on this database, but its record was pruned from ConfigMap %s/%s (it keeps the newest "+
 				"migration.keepRecords) and its Job is gone: its migration will not run again (an older migration on a newer "+
 				"schema); not starting the app\nraise migration.keepRecords, or roll forward to a recorded revision",
-			v.identity, v.namespace, v.records)}
+			v.identity, v.namespace, v.recs.From)}
 	default:
 		return Result{Outcome: Failed, Job: d.job.Name, Reason: d.cond.Reason, Message: d.cond.Message, Summary: fmt.Sprintf(
 			"migration %s failed: Job %s/%s is Failed: %s: %s; not starting the app\nread the migration's logs with: kubectl logs -n %s job/%s -c migrate",

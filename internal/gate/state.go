@@ -20,11 +20,10 @@ type view struct {
 	jobs      map[string]*batchv1.Job
 	jobsKnown bool // a list of Jobs succeeded at least once
 	jobsErr   error
-	configMap *corev1.ConfigMap // the records that count (setConfigMap); nil: none exists
-	cmKnown   bool              // the records that count are known: their ConfigMaps were listed
+	recs      record.Records // the records that count (setConfigMap): Data nil when none exists
+	cmKnown   bool           // the records that count are known: their ConfigMaps were listed
 	cmErr     error
 	identity  string
-	records   string // the name of the ConfigMap whose records count
 	// anchorName is the release's records ConfigMap, storeName the store outside the release ("": none);
 	// the store's records count once it exists, the anchor's until then.
 	anchorName, storeName string
@@ -45,14 +44,8 @@ func (v *view) setConfigMap(name string, cm *corev1.ConfigMap) {
 	} else {
 		v.anchor = cm
 	}
-	switch {
-	case v.storeName == "":
-		v.configMap, v.records, v.cmKnown = v.anchor, v.anchorName, v.known[v.anchorName]
-	case v.store != nil:
-		v.configMap, v.records, v.cmKnown = v.store, v.storeName, true
-	default:
-		v.configMap, v.records, v.cmKnown = v.anchor, v.anchorName, v.known[v.storeName] && v.known[v.anchorName]
-	}
+	w := record.Where{Anchor: v.anchorName, Store: v.storeName}
+	v.recs, v.cmKnown = w.Choose(v.anchor, v.store, v.known[v.anchorName], v.known[v.storeName])
 }
 
 // verdict is what the current view decides.
@@ -90,8 +83,8 @@ func sortedJobs(jobs map[string]*batchv1.Job) []*batchv1.Job {
 // record or the Job it rests on, or the identities whose contract holds the pod.
 func (v *view) decide() verdict {
 	p := policy.Pod{Identity: v.identity, RecordsKnown: v.cmKnown, JobsKnown: v.jobsKnown, Database: v.database}
-	if v.configMap != nil {
-		p.Records = v.configMap.Data
+	if v.recs.Data != nil {
+		p.Records = v.recs.Data
 	}
 	jobs := sortedJobs(v.jobs)
 	for _, j := range jobs {
@@ -141,10 +134,10 @@ func (v *view) completedHere(j *batchv1.Job, complete *batchv1.JobCondition) boo
 // staleRecord says why the identity's record is not about the database the pod will use; "" when there is
 // no record or it is.
 func (v *view) staleRecord() string {
-	if v.configMap == nil {
+	if v.recs.Data == nil {
 		return ""
 	}
-	e, found, err := record.Lookup(v.configMap.Data, v.identity)
+	e, found, err := record.Lookup(v.recs.Data, v.identity)
 	if !found || err != nil {
 		return ""
 	}
@@ -188,19 +181,19 @@ func (v *view) describeJobs() string {
 func (v *view) describeRecords() string {
 	switch {
 	case !v.cmKnown:
-		return fmt.Sprintf("ConfigMap %s not read yet", v.records)
-	case v.configMap == nil:
-		return fmt.Sprintf("ConfigMap %s not found", v.records)
+		return fmt.Sprintf("ConfigMap %s not read yet", v.recs.From)
+	case v.recs.Data == nil:
+		return fmt.Sprintf("ConfigMap %s not found", v.recs.From)
 	case v.staleRecord() != "":
 		return fmt.Sprintf("the database changed since identity %s was recorded in ConfigMap %s (%s): "+
 			"waiting for its migration to run again on this database (the next helm upgrade or sync with the same values runs it)",
-			v.identity, v.records, v.staleRecord())
+			v.identity, v.recs.From, v.staleRecord())
 	case v.staleJob() != "":
 		return fmt.Sprintf("no record in ConfigMap %s, and the database changed since identity %s's migration ran (%s): "+
 			"waiting for its migration to run again on this database (the next helm upgrade or sync with the same values runs it)",
-			v.records, v.identity, v.staleJob())
+			v.recs.From, v.identity, v.staleJob())
 	default:
-		return fmt.Sprintf("no record in ConfigMap %s", v.records)
+		return fmt.Sprintf("no record in ConfigMap %s", v.recs.From)
 	}
 }
 
@@ -248,7 +241,7 @@ const (
 func (v *view) describeErr(kind sourceKind, err error) string {
 	what := fmt.Sprintf("list/watch Job %s in namespace %s", v.job, v.namespace)
 	if kind == sourceRecords {
-		what = fmt.Sprintf("list/watch ConfigMap %s in namespace %s", v.records, v.namespace)
+		what = fmt.Sprintf("list/watch ConfigMap %s in namespace %s", v.recs.From, v.namespace)
 	}
 	switch {
 	case apierrors.IsForbidden(err):

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/internal/record"
 )
 
 // The sources answer in any order: the release's ConfigMap can arrive before the store's first list.
@@ -16,7 +18,7 @@ func TestARecordInTheReleasesConfigMapDecidesNothingUntilTheStoreIsKnownToBeAbse
 	}
 	store := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "shop-app-records"}, Data: map[string]string{}}
 	newView := func() *view {
-		return &view{identity: identity, records: anchor.Name, anchorName: anchor.Name, storeName: store.Name, known: map[string]bool{}}
+		return &view{identity: identity, recs: record.Records{From: anchor.Name}, anchorName: anchor.Name, storeName: store.Name, known: map[string]bool{}}
 	}
 
 	v := newView()
