@@ -292,12 +292,26 @@ func rollbackPastTheContractIsRefused(t *testing.T, r *framework.Release, helm, 
 		}
 		return false, nil
 	})
-	out, err := env.Run.Run(t, env.Kubectl, "logs", "-n", r.Namespace, refused.Name, "-c", "wait-for-migration", "--previous")
-	if err != nil {
-		out, _ = env.Run.Run(t, env.Kubectl, "logs", "-n", r.Namespace, refused.Name, "-c", "wait-for-migration")
+	// The gate says why on every start of the init container; the kubelet keeps the log of its last exited
+	// instance only, and a restart may remove the one just seen: read the last and the current until one says it.
+	want := "identity " + id + ", deployed after it, contracted the schema"
+	var logs []string
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(3 * time.Second) {
+		logs = logs[:0]
+		for _, previous := range []bool{true, false} {
+			args := []string{"logs", "-n", r.Namespace, refused.Name, "-c", "wait-for-migration"}
+			if previous {
+				args = append(args, "--previous")
+			}
+			out, _ := env.Run.Run(t, env.Kubectl, args...)
+			logs = append(logs, out)
+		}
+		if said := strings.Join(logs, "\n"); strings.Contains(said, want) && strings.Contains(said, old) || time.Now().After(deadline) {
+			break
+		}
 	}
-	if want := "identity " + id + ", deployed after it, contracted the schema"; !strings.Contains(out, want) || !strings.Contains(out, old) {
-		t.Errorf("the refused pod's gate does not say %q naming %s:\n%s", want, old, out)
+	if said := strings.Join(logs, "\n"); !strings.Contains(said, want) || !strings.Contains(said, old) {
+		t.Errorf("the refused pod's gate does not say %q naming %s (its last and current logs):\n%s", want, old, said)
 	}
 	ready := 0
 	for _, p := range r.AppPods(ctx, id) {
