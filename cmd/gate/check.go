@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/premigrate/premigrate/internal/child"
 	"github.com/premigrate/premigrate/internal/cli"
 )
 
@@ -50,7 +51,7 @@ func (r *recorder) databaseAgrees(ctx context.Context, e *env, log *slog.Logger)
 	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	start := e.now()
-	code := runChild(cctx, r.check, e.Streams, log)
+	code := child.Run(cctx, r.check, e.Streams, log)
 	took := e.now().Sub(start).Round(time.Millisecond)
 	var err error
 	switch {

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/premigrate/premigrate/internal/child"
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/policy"
 	"github.com/premigrate/premigrate/internal/record"
@@ -197,7 +198,7 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 		case <-childCtx.Done():
 		}
 	}()
-	code := runChild(childCtx, c.o.argv, e.Streams, c.log)
+	code := child.Run(childCtx, c.o.argv, e.Streams, c.log)
 	took := e.now().Sub(start).Round(time.Millisecond)
 	end := policy.Conclude(policy.Ended{Code: code, LockLost: lost(lock), Stopped: ctx.Err() != nil})
 	var err error

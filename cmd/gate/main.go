@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/premigrate/premigrate/internal/child"
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/gate"
 	"github.com/premigrate/premigrate/internal/kubeclient"
@@ -38,7 +39,7 @@ func main() {
 	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	kill := make(chan struct{})
-	hardStop = kill
+	child.StopHardOn(kill)
 	go onSignals(sigs, cancel, kill, cli.NewLogger(os.Stderr), func() { os.Exit(exitInterrupted) })
 	err := run(ctx, os.Args[1:], &env{
 		Streams:       cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr},

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/premigrate/premigrate/internal/child"
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/dbid"
 	"github.com/premigrate/premigrate/internal/pgready"
@@ -120,7 +121,7 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 	if o.history != "" {
 		streams.Out, streams.Err = io.MultiWriter(e.Out, tail), io.MultiWriter(e.Err, tail)
 	}
-	code := runChild(childCtx, o.argv, streams, log)
+	code := child.Run(childCtx, o.argv, streams, log)
 	took := e.now().Sub(start).Round(time.Millisecond)
 	outcome, err := r.conclude(ctx, e, o, code, took, lock)
 	r.writeHistory(ctx, o.history, o.historyKeep, record.Run{Started: start, Took: took, Identity: r.o.identity, Job: r.o.job,

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package child
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,7 +23,7 @@ import (
 // re-parented to it instead of to PID 1, which lets the test process stand in for a container's PID 1.
 const prSetChildSubreaper = 36
 
-// childMode is how runChild waits: with exec.Cmd.Wait, or as PID 1 with wait4(-1).
+// childMode is how Run waits: with exec.Cmd.Wait, or as PID 1 with wait4(-1).
 type childMode struct {
 	name   string
 	asInit bool
@@ -31,7 +32,7 @@ type childMode struct {
 var childModes = []childMode{{name: "not init"}, {name: "as init", asInit: true}}
 
 // setChildMode makes the test process a subreaper for the rest of the test, so orphans re-parent to it as
-// they would to a container's PID 1, and makes runChild run in the given mode.
+// they would to a container's PID 1, and makes Run run in the given mode.
 func setChildMode(t *testing.T, asInit bool) {
 	t.Helper()
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
@@ -41,7 +42,7 @@ func setChildMode(t *testing.T, asInit bool) {
 	isInit = func() bool { return asInit }
 	t.Cleanup(func() {
 		isInit = prev
-		// Reap orphans that exited after runChild returned, then stop being a subreaper.
+		// Reap orphans that exited after Run returned, then stop being a subreaper.
 		for {
 			var ws syscall.WaitStatus
 			if pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 || err != nil {
@@ -57,7 +58,7 @@ type childRun struct {
 	stdout, stderr string
 }
 
-// startChild runs argv with runChild in the background; the returned function waits for the result.
+// startChild runs argv with Run in the background; the returned function waits for the result.
 func startChild(t *testing.T, ctx context.Context, argv ...string) func() childRun {
 	t.Helper()
 	done := make(chan childRun, 1)
@@ -66,7 +67,7 @@ func startChild(t *testing.T, ctx context.Context, argv ...string) func() childR
 		// goroutines: a bytes.Buffer would lose lines (io.Copy uses its ReadFrom, which holds the buffer)
 		var stdout bytes.Buffer
 		var stderr lockedBuffer
-		code := runChild(ctx, argv, cli.Streams{Out: &stdout, Err: &stderr}, cli.NewLogger(&stderr))
+		code := Run(ctx, argv, cli.Streams{Out: &stdout, Err: &stderr}, cli.NewLogger(&stderr))
 		done <- childRun{code: code, stdout: stdout.String(), stderr: stderr.String()}
 	}()
 	return func() childRun {
@@ -75,7 +76,7 @@ func startChild(t *testing.T, ctx context.Context, argv ...string) func() childR
 		case r := <-done:
 			return r
 		case <-time.After(30 * time.Second):
-			t.Fatalf("runChild(%q) did not return within 30s", argv)
+			t.Fatalf("Run(%q) did not return within 30s", argv)
 			return childRun{}
 		}
 	}
@@ -194,7 +195,7 @@ func TestRunChildPassesTheCommandsOutputThrough(t *testing.T) {
 			})
 			t.Run("one writer for both", func(t *testing.T) {
 				var out bytes.Buffer
-				code := runChild(context.Background(), []string{"/bin/sh", "-c", "echo one; echo two >&2; echo three"}, cli.Streams{Out: &out, Err: &out}, cli.NewLogger(&out))
+				code := Run(context.Background(), []string{"/bin/sh", "-c", "echo one; echo two >&2; echo three"}, cli.Streams{Out: &out, Err: &out}, cli.NewLogger(&out))
 				if code != 0 || out.String() != "one\ntwo\nthree\n" {
 					t.Errorf("got code %d, output %q", code, out.String())
 				}
@@ -266,7 +267,7 @@ func TestRunChildSendsSIGKILLToTheWholeProcessGroupOnASecondSignalWhenTheCommand
 			go func() { done <- result() }()
 			select {
 			case r := <-done:
-				t.Fatalf("runChild returned %d before the second signal: the command ignores SIGTERM", r.code)
+				t.Fatalf("Run returned %d before the second signal: the command ignores SIGTERM", r.code)
 			case <-time.After(500 * time.Millisecond):
 			}
 			start := time.Now()
@@ -276,7 +277,7 @@ func TestRunChildSendsSIGKILLToTheWholeProcessGroupOnASecondSignalWhenTheCommand
 				t.Errorf("exit code = %d, want %d (the command ended by SIGKILL); stderr:\n%s", r.code, 128+9, r.stderr)
 			}
 			if took := time.Since(start); took > 5*time.Second {
-				t.Errorf("runChild returned %s after the second signal", took)
+				t.Errorf("Run returned %s after the second signal", took)
 			}
 			if !strings.Contains(r.stderr, "level=WARN") || !strings.Contains(r.stderr, "a second signal: sending SIGKILL") {
 				t.Errorf("the SIGKILL is not logged at level WARN (code %d); stderr:\n%s", r.code, r.stderr)
@@ -331,4 +332,10 @@ exit 7
 			}
 		})
 	}
+}
+
+// logged is s as a log line quotes it (msg="...").
+func logged(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }

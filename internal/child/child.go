@@ -1,4 +1,6 @@
-package main
+// Package child runs a command as a container's main process should: in its own process group, signalled as a
+// group when the caller stops, reaped with its orphans when the caller is PID 1, its output passed through.
+package child
 
 import (
 	"context"
@@ -19,16 +21,19 @@ import (
 // kernel re-parents to it. A variable so tests can run the init mode in a test process made a subreaper.
 var isInit = func() bool { return os.Getpid() == 1 }
 
-// hardStop is closed on the gate's second SIGTERM or SIGINT (main's onSignals): runChild then sends SIGKILL to
-// the command's process group, which ignored or outlived the first signal's SIGTERM. A variable so tests can
-// close their own.
+// hardStop is closed on the caller's second SIGTERM or SIGINT (StopHardOn): Run then sends SIGKILL to the
+// command's process group, which ignored or outlived the first signal's SIGTERM.
 var hardStop <-chan struct{} = make(chan struct{})
 
-// outputDrain bounds how long runChild waits, once the command exited, for output that descendants outliving
+// StopHardOn makes Run send SIGKILL to the command's process group once c closes (the caller's second signal).
+// Set it once, before the first Run.
+func StopHardOn(c <-chan struct{}) { hardStop = c }
+
+// outputDrain bounds how long Run waits, once the command exited, for output that descendants outliving
 // it still write through a pipe (only when stdout or stderr is not a file, as in tests).
 var outputDrain = 2 * time.Second
 
-// runChild runs argv and returns its exit code (128+signal when a signal ended it, 127 when it could not
+// Run runs argv and returns its exit code (128+signal when a signal ended it, 127 when it could not
 // start, 1 when waiting for it failed). It is a correct container PID 1:
 //
 //   - the command runs in a process group of its own; when ctx ends (SIGTERM or SIGINT to the gate), the
@@ -39,7 +44,7 @@ var outputDrain = 2 * time.Second
 //     to it, keeping only the command's own status; otherwise it waits with exec.Cmd.Wait.
 //
 // The command gets s.In as its stdin (a nil In is /dev/null); the gate's own lines go to log.
-func runChild(ctx context.Context, argv []string, s cli.Streams, log *slog.Logger) int {
+func Run(ctx context.Context, argv []string, s cli.Streams, log *slog.Logger) int {
 	out, err := newChildOutput(s.Out, s.Err)
 	if err != nil {
 		log.Error(fmt.Sprintf("gate run: starting %q: %v", argv[0], err))
@@ -108,7 +113,7 @@ func runChild(ctx context.Context, argv []string, s cli.Streams, log *slog.Logge
 	}
 	if r.err != nil {
 		log.Error(fmt.Sprintf("gate run: waiting for %q: %v", argv[0], r.err))
-		return exitFailed
+		return 1
 	}
 	return exitCode(r.status)
 }
@@ -153,7 +158,7 @@ func exitCode(ws syscall.WaitStatus) int {
 	case ws.Signaled():
 		return 128 + int(ws.Signal())
 	}
-	return exitFailed
+	return 1
 }
 
 // childOutput gives the command files for its stdout and stderr: the writers themselves when they are files
