@@ -11,6 +11,7 @@ import (
 
 	"github.com/premigrate/premigrate/internal/child"
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/policy"
 )
 
 // checkTimeout bounds one run of the --check command: a check that does not answer is a broken check, not a
@@ -76,4 +77,25 @@ func (r *recorder) databaseAgrees(ctx context.Context, e *env, log *slog.Logger)
 // checkText is the --check command as the log shows it.
 func (r *recorder) checkText() string {
 	return "`" + strings.Join(r.check, " ") + "`"
+}
+
+// decide asks rule about in; when the rule asks the user's check (--check), it runs the check and asks the
+// rule again with its answer (in.Check says which). An error is the check's, with its exit code.
+func (r *recorder) decide(ctx context.Context, e *env, log *slog.Logger, in *policy.Run, rule func(policy.Run) policy.Decision) (policy.Decision, error) {
+	if len(r.check) > 0 {
+		in.Check = policy.Unasked
+	}
+	d := rule(*in)
+	if d.Verdict != policy.Ask {
+		return d, nil
+	}
+	agrees, err := r.databaseAgrees(ctx, e, log)
+	if err != nil {
+		return policy.Decision{}, err
+	}
+	in.Check = policy.Denies
+	if agrees {
+		in.Check = policy.Agrees
+	}
+	return rule(*in), nil
 }

@@ -56,22 +56,10 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 		}
 	}
 	in := policy.Run{Identity: r.o.identity, Records: cm.Data, Database: r.database, JobCreated: created}
-	if len(r.check) > 0 {
-		in.Check = policy.Unasked
-	}
-	d := policy.UnderLock(in)
-	if d.Verdict == policy.Ask {
-		// with --check, the database decides: the record may be the one it already denied
-		agrees, err := r.databaseAgrees(ctx, e, log)
-		if err != nil {
-			release()
-			return nil, true, err
-		}
-		in.Check = policy.Denies
-		if agrees {
-			in.Check = policy.Agrees
-		}
-		d = policy.UnderLock(in)
+	d, err := r.decide(ctx, e, log, &in, policy.UnderLock)
+	if err != nil {
+		release()
+		return nil, true, err
 	}
 	switch {
 	case d.Verdict == policy.Done:

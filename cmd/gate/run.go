@@ -241,20 +241,9 @@ func (r *recorder) checkRecorded(ctx context.Context, e *env, log *slog.Logger) 
 		logf("created ConfigMap %s/%s for the migration records", r.ns, r.o.records)
 	}
 	in := policy.Run{Identity: r.o.identity, Records: data, Database: r.database}
-	if len(r.check) > 0 {
-		in.Check = policy.Unasked
-	}
-	d := policy.BeforeRun(in)
-	if d.Verdict == policy.Ask {
-		agrees, err := r.databaseAgrees(ctx, e, log)
-		if err != nil {
-			return true, err
-		}
-		in.Check = policy.Denies
-		if agrees {
-			in.Check = policy.Agrees
-		}
-		d = policy.BeforeRun(in)
+	d, err := r.decide(ctx, e, log, &in, policy.BeforeRun)
+	if err != nil {
+		return true, err
 	}
 	on := ""
 	if r.database.Bound() {
