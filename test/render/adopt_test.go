@@ -90,6 +90,7 @@ func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
 			{"the app's security contexts", []string{"podSecurityContext.runAsUser=1000", "podSecurityContext.fsGroup=2000",
 				"securityContext.readOnlyRootFilesystem=true", "securityContext.runAsNonRoot=true"}, "rel-myapp", true},
 			{"the migration off", []string{"migrations.enabled=false"}, "rel-myapp", false},
+			{"argocd mode", []string{"migrations.mode=argocd"}, "rel-myapp", true},
 		} {
 			t.Run(cliName+" with "+c.name, func(t *testing.T) {
 				args := []string{"template", "rel", chart, "--namespace", namespace}
@@ -109,7 +110,11 @@ func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
 				job := r.job(t)
 				id := job.Labels["premigrate.io/identity"]
 				require.Len(t, id, 10)
-				assert.Equal(t, c.fullname+"-migrate-"+id, job.Name, "the install's Job carries the chart's name prefix")
+				wantJob := c.fullname + "-migrate-" + id // an install's plain Job
+				if c.name == "argocd mode" {
+					wantJob = c.fullname + "-migrate" // a Sync hook, re-created by every sync
+				}
+				assert.Equal(t, wantJob, job.Name, "the Job carries the chart's name prefix")
 				assert.Equal(t, id, d.Spec.Template.Annotations["premigrate.io/identity"])
 				gate := container(t, pod.InitContainers, "wait-for-migration")
 				assert.Contains(t, strings.Join(gate.Args, " "), "--identity "+id+" ")
@@ -136,6 +141,12 @@ func TestTheLibraryReadmesStepsAdoptItIntoAHelmCreateChart(t *testing.T) {
 				assert.Equal(t, pod.SecurityContext, emptyToNil(jobSpec.SecurityContext), "the migration pod's security context is the app pod's")
 				assert.Equal(t, container(t, pod.Containers, "myapp").SecurityContext,
 					container(t, jobSpec.Containers, "migrate").SecurityContext, "the migrate container's security context is the app container's")
+				wantWave := ""
+				if c.name == "argocd mode" {
+					wantWave = "1"
+					assert.Equal(t, "Sync", job.Annotations["argocd.argoproj.io/hook"], "the migration is an Argo CD Sync hook")
+				}
+				assert.Equal(t, wantWave, d.Annotations["argocd.argoproj.io/sync-wave"], "Argo CD applies the Deployment after the migration's wave")
 				if c.name == "pod annotations, volumes and mounts" {
 					assert.Equal(t, "payments", d.Spec.Template.Annotations["team"])
 					assert.Equal(t, []string{"cache", "premigrate-gate-token"}, volumeNames(pod.Volumes))
