@@ -26,7 +26,8 @@ func (d *databaseFlags) register(fs *flag.FlagSet) {
 		"KIND/NAME of the object that holds the database's data (pod, or persistentvolumeclaim), in the namespace: "+
 			"its UID names the database, so a record made before it was made again is not about it; needs get on it")
 	fs.StringVar(&d.urlEnv, "database-url-env", "",
-		"name of an environment variable that holds the database URL: a hash of it names the database (the URL is never logged)")
+		"name of an environment variable that holds the database URL: a hash of its engine, hosts, ports and database "+
+			"name names the database (not its user, password or options; the URL is never logged)")
 }
 
 // spec reads the flags and the environment into a dbid.Spec.
@@ -77,6 +78,9 @@ func resolveDatabase(ctx context.Context, spec dbid.Spec, get dbid.Getter, timeo
 	for delay := 500 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 		id, err := dbid.Resolve(ctx, spec, get)
 		if err == nil {
+			if id.Note != "" {
+				logf("note: %s", id.Note)
+			}
 			return id, nil
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {

@@ -7,11 +7,12 @@
 //   - the Kubernetes object that holds its data (the embedded PostgreSQL's PersistentVolumeClaim, or its pod when
 //     the data is in an emptyDir): its kind, name and UID, and its creation time. A pod or claim deleted and
 //     made again under the same name has a new UID: the data it holds is new;
-//   - the database URL (an external database): a SHA-256 of it, so a URL pointed at another server or database
-//     is another database. The URL itself is never logged nor stored.
+//   - the database URL (an external database): a SHA-256 of its engine, hosts, ports and database name (Locate),
+//     so a URL pointed at another server or database is another database, and a new password, user or option
+//     is the same one. The URL itself is never logged nor stored.
 //
-// Neither sees a database restored from a dump under the same URL: that needs a check that asks the database
-// (docs/design.md, "What a record means").
+// Neither sees a database restored from a dump, or made again empty, under the same server and name: that
+// needs a check that asks the database (docs/design.md, "What a record means").
 package dbid
 
 import (
@@ -34,9 +35,15 @@ var apiKinds = map[string]string{KindPod: "Pod", KindPersistentVolumeClaim: "Per
 
 // ID is the database as the gate sees it now. The zero ID is unbound: records are not checked against it.
 type ID struct {
-	// Value is what a record stores: "pod/NAME@UID", "persistentvolumeclaim/NAME@UID", "url:HASH", or
+	// Value is what a record stores: "pod/NAME@UID", "persistentvolumeclaim/NAME@UID", "db:HASH", or
 	// several of them separated by a space.
 	Value string
+	// Legacy is the value a gate before the binding to the server and the name recorded for this database
+	// ("url:HASH" of the whole URL in place of "db:HASH"); empty when it is Value. A record that names it is
+	// about this database.
+	Legacy string
+	// Note says, when not empty, what the gate could not read of the database's URL and what follows from it.
+	Note string
 	// Since is when the object that holds the data was created (the API server's clock); zero when the ID
 	// names no object. Evidence older than Since (a Job that completed before it) cannot be about this database.
 	Since time.Time
@@ -64,7 +71,7 @@ func (id ID) String() string {
 type Spec struct {
 	// Object is "pod/NAME" or "persistentvolumeclaim/NAME" (also "pvc/NAME"), in the gate's namespace.
 	Object string
-	// URL is the database URL; only its hash is kept.
+	// URL is the database URL; only a hash of its server and database name is kept.
 	URL string
 }
 
@@ -98,7 +105,7 @@ type Getter func(ctx context.Context, kind, name string) (Object, error)
 
 // Resolve names the database of spec, reading its object with get.
 func Resolve(ctx context.Context, spec Spec, get Getter) (ID, error) {
-	var parts []string
+	var parts, legacy []string
 	var id ID
 	if spec.Object != "" {
 		kind, name, err := ParseObject(spec.Object)
@@ -113,17 +120,23 @@ func Resolve(ctx context.Context, spec Spec, get Getter) (ID, error) {
 			return ID{}, fmt.Errorf("the database's %s %s has no UID", kind, name)
 		}
 		parts = append(parts, fmt.Sprintf("%s/%s@%s", kind, name, obj.UID))
+		legacy = append(legacy, parts[len(parts)-1])
 		id.Since = obj.Created
 		id.Holder = &Holder{APIVersion: "v1", Kind: apiKinds[kind], Name: name, UID: obj.UID}
 	}
 	if spec.URL != "" {
-		parts = append(parts, HashURL(spec.URL))
+		part, old, note := urlPart(spec.URL)
+		parts, legacy, id.Note = append(parts, part), append(legacy, old), note
 	}
 	id.Value = strings.Join(parts, " ")
+	if l := strings.Join(legacy, " "); l != id.Value {
+		id.Legacy = l
+	}
 	return id, nil
 }
 
-// HashURL is the URL part of an ID: "url:" and 16 hex characters of the URL's SHA-256.
+// HashURL is "url:" and 16 hex characters of the whole URL's SHA-256: the URL part of an ID before the
+// binding named the server and the database only, and still when Locate cannot read the URL.
 func HashURL(url string) string {
 	sum := sha256.Sum256([]byte(url))
 	return "url:" + hex.EncodeToString(sum[:8])
@@ -139,7 +152,7 @@ func (id ID) Describes(recorded string, at time.Time) (ok bool, why string) {
 	switch {
 	case !id.Bound():
 		return true, ""
-	case recorded != "" && recorded != id.Value:
+	case recorded != "" && recorded != id.Value && (id.Legacy == "" || recorded != id.Legacy):
 		return false, fmt.Sprintf("it was recorded on database %s, and the database is now %s", recorded, id.Value)
 	case recorded == "" && !id.Since.IsZero() && !at.IsZero() && at.Before(id.Since):
 		return false, fmt.Sprintf("it was recorded at %s, before the database's %s was created at %s",
