@@ -55,7 +55,7 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 			log.Warn(fmt.Sprintf("warning: %v", err))
 		}
 	}
-	in := policy.Run{Identity: r.o.identity, Records: cm.Data, Database: r.database, JobCreated: created}
+	in := policy.Run{Identity: r.o.identity, Records: cm.Data, Database: r.database, JobCreated: created, Job: r.o.job, Keep: r.o.keep}
 	d, err := r.decide(ctx, e, log, &in, policy.UnderLock)
 	if err != nil {
 		release()
@@ -74,6 +74,11 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 			"the release runs %s or later now, so this Job has nothing left to do",
 			r.o.identity, r.o.job, created.UTC().Format(time.RFC3339), d.Other, d.Entry.Job,
 			d.Entry.JobCreated.UTC().Format(time.RFC3339), d.Entry.CompletedAt.UTC().Format(time.RFC3339), d.Other)
+		log.Error(err.Error())
+		return nil, true, cli.Exit(exitRefused, err)
+	case d.Verdict == policy.Refuse && d.Reason == policy.RecordsFull:
+		release()
+		err := fmt.Errorf("not running migration %s: %s (ConfigMap %s/%s)", r.o.identity, d.Why, r.ns, r.recordsAt())
 		log.Error(err.Error())
 		return nil, true, cli.Exit(exitRefused, err)
 	case d.Verdict == policy.Refuse:

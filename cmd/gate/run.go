@@ -240,7 +240,7 @@ func (r *recorder) checkRecorded(ctx context.Context, e *env, log *slog.Logger) 
 	if created {
 		logf("created ConfigMap %s/%s for the migration records", r.ns, r.o.records)
 	}
-	in := policy.Run{Identity: r.o.identity, Records: data, Database: r.database}
+	in := policy.Run{Identity: r.o.identity, Records: data, Database: r.database, Job: r.o.job, Keep: r.o.keep}
 	d, err := r.decide(ctx, e, log, &in, policy.BeforeRun)
 	if err != nil {
 		return true, err
@@ -250,6 +250,10 @@ func (r *recorder) checkRecorded(ctx context.Context, e *env, log *slog.Logger) 
 		on = " on database " + r.database.Value
 	}
 	switch {
+	case d.Verdict == policy.Refuse && d.Reason == policy.RecordsFull:
+		err := fmt.Errorf("not running migration %s: %s (ConfigMap %s/%s)", r.o.identity, d.Why, r.ns, from)
+		log.Error(err.Error())
+		return true, cli.Exit(exitRefused, err)
 	case d.Verdict == policy.Refuse:
 		err := fmt.Errorf("migration %s ran on this database, but its record was pruned from ConfigMap %s/%s, which keeps the newest %d "+
 			"(--keep, migration.keepRecords): not running it again, since a rollback or revert this far back would run an older migration "+

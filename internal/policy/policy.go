@@ -69,6 +69,7 @@ const (
 	NoPrevious            Reason = "NoPrevious"            // nothing was deployed before on this database
 	PreviousContracted    Reason = "PreviousContracted"    // the identity deployed before ran its contract
 	RecordsUnknown        Reason = "RecordsUnknown"        // the records have not been read yet (pod side)
+	RecordsFull           Reason = "RecordsFull"           // the record the run must write would not fit in its ConfigMap
 
 	// How a command ended (Conclude).
 	Succeeded       Reason = "Succeeded"       // exit 0, lock held, not stopped, on the database it started on

@@ -2,6 +2,8 @@ package policy
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +80,45 @@ func TestBeforeRunRunsOnlyWhatThisDatabaseHasNotRecorded(t *testing.T) {
 			assert.Equal(t, c.reason, d.Reason, d.String())
 		})
 	}
+}
+
+// full is a records ConfigMap's data of n records of 1 KiB-long Job names: n = 1000 is about 1.1 MiB.
+func full(n int) map[string]string {
+	data := make(map[string]string, n)
+	long := strings.Repeat("j", 1000)
+	for i := range n {
+		v, err := record.Entry{CompletedAt: t0, Job: long, Database: here.Value}.Encode()
+		if err != nil {
+			panic(err)
+		}
+		data[fmt.Sprintf("%010x", i)] = v
+	}
+	return data
+}
+
+func TestARunWhoseRecordWouldNotFitIsRefusedBeforeItRuns(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		data   map[string]string
+		keep   int
+		want   Verdict
+		reason Reason
+	}{
+		{"a few records fit", full(10), 0, Go, NotRecorded},
+		{"keeping every record, a full ConfigMap refuses the run", full(1010), 0, Refuse, RecordsFull},
+		{"a bound that prunes the oldest makes room", full(1010), 20, Go, NotRecorded},
+		{"a bound too high for the entries' size still refuses", full(1010), 5000, Refuse, RecordsFull},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := BeforeRun(Run{Identity: "a", Records: c.data, Database: here, Job: "job", Keep: c.keep})
+			assert.Equal(t, c.want, d.Verdict, d.String())
+			assert.Equal(t, c.reason, d.Reason, d.String())
+			d = UnderLock(Run{Identity: "a", Records: c.data, Database: here, Job: "job", Keep: c.keep})
+			assert.Equal(t, c.want, d.Verdict, "under the lock: "+d.String())
+		})
+	}
+	d := BeforeRun(Run{Identity: "a", Records: full(1010), Database: here, Job: "job"})
+	assert.Contains(t, d.Why, "set migration.keepRecords")
 }
 
 func TestUnderTheLockAMigrationNeverRunsAfterOneDeployedAfterIt(t *testing.T) {

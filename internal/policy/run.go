@@ -21,6 +21,10 @@ type Run struct {
 	// JobCreated is when this migration's Job was created (the order of deploys); zero when unknown, and then
 	// no record is seen as deployed later.
 	JobCreated time.Time
+	// Job is the Job that would record the run, and Keep how many records the ConfigMap keeps (<= 0: all): what
+	// the record written after the run will take (record.Room).
+	Job  string
+	Keep int
 }
 
 // Check is the state of the user's check of a record against the database.
@@ -42,6 +46,10 @@ const (
 // pruned is refused, since it ran here and a rollback or revert that far back would run an older migration
 // against a newer schema.
 func BeforeRun(in Run) Decision {
+	return room(in, beforeRun(in))
+}
+
+func beforeRun(in Run) Decision {
 	s, e, undecodable, why := Stand(in.Records, in.Identity, in.Database)
 	switch s {
 	case Pruned:
@@ -53,6 +61,22 @@ func BeforeRun(in Run) Decision {
 		return Decision{Verdict: Go, Reason: RecordedElsewhere, Entry: e, Why: "the database changed since (" + why + ")"}
 	}
 	return recorded(in, e, undecodable, "it is already recorded on this database")
+}
+
+// room refuses a run that would go ahead when the record it must write after it does not fit in the records'
+// ConfigMap: a migration that ran and cannot be recorded leaves its pods waiting for a record that never comes,
+// and runs again on the next deploy. Any other decision stands.
+func room(in Run, d Decision) Decision {
+	if d.Verdict != Go {
+		return d
+	}
+	size, fits := record.Room(in.Records, in.Identity, in.Job, in.Database.Value, in.Keep)
+	if fits {
+		return d
+	}
+	return Decision{Verdict: Refuse, Reason: RecordsFull, Entry: d.Entry, Why: fmt.Sprintf(
+		"its record would bring the records ConfigMap to %d bytes, and the API server refuses a ConfigMap over %d (less a margin of a few KiB); "+
+			"nothing ran: %s", size, record.MaxConfigMapBytes, record.RoomHint(in.Keep))}
 }
 
 // recorded is the decision on a record made on this database: done, Ask while a check has not answered, and
