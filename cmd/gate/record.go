@@ -132,8 +132,9 @@ func (r *recorder) ensure(ctx context.Context) (*corev1.ConfigMap, bool, error) 
 
 // storeOptions completes o for writing to --store: the store is created when missing, with the chart's labels
 // (Helm's ownership left out: Helm must never adopt it), owned by the object that holds the database's data,
-// by the --records ConfigMap when the records are bound to no database, by nothing when only a URL names it;
-// it starts with the records kept in the --records ConfigMap.
+// by the --records ConfigMap when the records are bound to no database, by nothing when only a URL names it
+// (an existing store's owner follows: the release may have moved to another database); it starts with the
+// records kept in the --records ConfigMap.
 func (r *recorder) storeOptions(ctx context.Context, o *record.Options) error {
 	o.Create = r.gateOwnedMetadata()
 	anchor, err := r.clients.configMaps(r.ns).Get(ctx, r.o.records, metav1.GetOptions{})
@@ -146,6 +147,7 @@ func (r *recorder) storeOptions(ctx context.Context, o *record.Options) error {
 	if anchor != nil {
 		o.Seed = anchor.Data
 	}
+	o.OwnerFollows = true
 	switch h := r.database.Holder; {
 	case h != nil:
 		o.Owner = &metav1.OwnerReference{APIVersion: h.APIVersion, Kind: h.Kind, Name: h.Name, UID: types.UID(h.UID)}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,10 @@ type Options struct {
 	// Owner, when not nil, is the owner reference a ConfigMap created here gets: the object that holds the
 	// database's data, so the records go when the data goes.
 	Owner *metav1.OwnerReference
+	// OwnerFollows makes Owner the only owner of an existing ConfigMap too (none when Owner is nil): the records
+	// follow the database they describe now, so a store made beside an embedded database's claim does not go
+	// with that claim once the release moved to another database.
+	OwnerFollows bool
 	// Seed is what a ConfigMap created here starts with, beside the new record: the records kept before in
 	// another ConfigMap (the release's, in charts up to 0.3.0).
 	Seed map[string]string
@@ -167,6 +172,13 @@ func writeOnce(ctx context.Context, client ConfigMapClient, o Options) error {
 		updated.Data = map[string]string{}
 	}
 	dropped := add(updated.Data, o.Identity, value, o.Keep)
+	if o.OwnerFollows {
+		if want := owners(o.Owner); !sameOwners(cm.OwnerReferences, want) {
+			updated.OwnerReferences = want
+			o.Log.Info(fmt.Sprintf("ConfigMap %s/%s was owned by %s; it now follows the database it describes: owned by %s",
+				o.Namespace, o.ConfigMap, ownerNames(cm.OwnerReferences), ownerNames(want)))
+		}
+	}
 	// cm's resourceVersion travels with the update: the API server refuses
 	// it with a conflict if someone else wrote in between.
 	if _, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
@@ -196,4 +208,37 @@ func kept(data map[string]string) int {
 		n--
 	}
 	return n
+}
+
+// owners is the owner references a ConfigMap with owner has: none when owner is nil.
+func owners(owner *metav1.OwnerReference) []metav1.OwnerReference {
+	if owner == nil {
+		return nil
+	}
+	return []metav1.OwnerReference{*owner}
+}
+
+// sameOwners compares owner references by the object they name.
+func sameOwners(a, b []metav1.OwnerReference) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].UID != b[i].UID || a[i].Kind != b[i].Kind || a[i].Name != b[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+// ownerNames names owner references for a log line.
+func ownerNames(refs []metav1.OwnerReference) string {
+	if len(refs) == 0 {
+		return "nothing"
+	}
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		names[i] = fmt.Sprintf("%s %s (%s)", r.Kind, r.Name, r.UID)
+	}
+	return strings.Join(names, ", ")
 }

@@ -362,3 +362,38 @@ func TestWriteCreatesAMissingConfigMapOwnedByTheDatabaseAndCarryingTheEarlierRec
 		t.Errorf("the seed was changed: %v", o.Seed)
 	}
 }
+
+func TestTheStoresOwnerFollowsTheDatabaseItDescribesNow(t *testing.T) {
+	claim := metav1.OwnerReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Name: "data-db-0", UID: "u1"}
+	pod := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "db-0", UID: "u2"}
+	for _, c := range []struct {
+		name    string
+		had     []metav1.OwnerReference
+		owner   *metav1.OwnerReference
+		follows bool
+		want    []metav1.OwnerReference
+	}{
+		{name: "moved from the embedded database to an external one: no owner", had: []metav1.OwnerReference{claim}, follows: true},
+		{name: "moved to another holder", had: []metav1.OwnerReference{claim}, owner: &pod, follows: true, want: []metav1.OwnerReference{pod}},
+		{name: "the same holder stays", had: []metav1.OwnerReference{claim}, owner: &claim, follows: true, want: []metav1.OwnerReference{claim}},
+		{name: "without OwnerFollows an existing owner stays", had: []metav1.OwnerReference{claim}, owner: &pod, want: []metav1.OwnerReference{claim}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cm := configMap(map[string]string{})
+			cm.OwnerReferences = c.had
+			cs := fake.NewClientset(cm)
+			o := options("abc123def0")
+			o.Owner, o.OwnerFollows = c.owner, c.follows
+			if err := record.Write(context.Background(), cs.CoreV1().ConfigMaps(ns), o); err != nil {
+				t.Fatal(err)
+			}
+			got, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got.OwnerReferences) != fmt.Sprint(c.want) {
+				t.Errorf("owners = %v, want %v", got.OwnerReferences, c.want)
+			}
+		})
+	}
+}
