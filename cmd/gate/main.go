@@ -195,6 +195,11 @@ func commands() []command {
 			o.register(fs)
 			return func(ctx context.Context, e *env, _ []string) error { return runUngate(ctx, o, e) }
 		}},
+		{name: "status", summary: "say, for a release, what is recorded on which database, what ran, and what each waiting pod waits for and what to do (exit 0 nothing waits, 2 pods wait for a running migration, 3 pods are held until you act)", bind: func(fs *flag.FlagSet) action {
+			o := &statusOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, _ []string) error { return runStatus(ctx, o, e) }
+		}},
 		{name: "copy", summary: "copy this executable to --to (hands the gate to the migration container)", bind: func(fs *flag.FlagSet) action {
 			o := &copyOptions{}
 			o.register(fs)
