@@ -212,7 +212,7 @@ func next(d policy.Decision, in policy.Pod, ns string) (string, int) {
 // Write prints the report for people.
 func (r Report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	p := func(format string, a ...any) { fmt.Fprintf(tw, format, a...) }
+	p := func(format string, a ...any) { _, _ = fmt.Fprintf(tw, format, a...) } // a failed write shows in Flush
 	p("release %s in namespace %s\n", r.Release, r.Namespace)
 	if len(r.Sets) == 0 {
 		p("\nno premigrate ConfigMaps of this release (label app.kubernetes.io/instance=%s): not installed, or no migration ran yet\n", r.Release)
