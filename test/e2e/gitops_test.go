@@ -697,8 +697,15 @@ func (a argoApp) synced(after time.Time, timeout time.Duration) application {
 // healthy waits until the Application is Synced and Healthy.
 func (a argoApp) healthy(timeout time.Duration) {
 	a.T.Helper()
+	last := ""
 	framework.WaitUntil(a.T, "Application "+a.Namespace+" to be Synced and Healthy", timeout, func(context.Context) (bool, error) {
 		app := a.get()
+		// each change of its state is logged, so a timeout says where Argo CD stopped
+		if now := fmt.Sprintf("sync %q, health %q, operation %q: %s", app.Status.Sync.Status, app.Status.Health.Status,
+			app.Status.OperationState.Phase, app.Status.OperationState.Message); now != last {
+			a.T.Logf("Application %s: %s", a.Namespace, now)
+			last = now
+		}
 		return app.Status.Sync.Status == "Synced" && app.Status.Health.Status == "Healthy", nil
 	})
 }
