@@ -265,13 +265,26 @@ restart_if_loaded() {
   fi
 }
 
-wait_ready() { # wait_ready NAMESPACE KIND/NAME...
-  local ns=$1 r; shift
+# wake NAMESPACE: every Deployment and StatefulSet of the namespace at zero replicas back to one. The e2e suite
+# scales a controller to zero when its last scenario of a run ends; `kubectl apply` of a manifest that names no
+# replicas (Argo CD's repo server and redis) keeps that zero, so a kept cluster's next run would find them asleep.
+wake() {
+  local ns=$1 r
+  for r in $(K -n "$ns" get deployments,statefulsets -o jsonpath='{range .items[?(@.spec.replicas==0)]}{.kind}/{.metadata.name}{" "}{end}'); do
+    say "$ns/$r was scaled to zero: scaling it to one"
+    K -n "$ns" scale "$r" --replicas=1 >/dev/null
+  done
+}
+
+wait_ready() { # wait_ready NAMESPACE KIND/NAME...: rolled out, with at least one ready replica
+  local ns=$1 r ready; shift
   for r in "$@"; do
     say "waiting for $ns/$r to be ready"
-    K -n "$ns" rollout status "$r" --timeout=300s >/dev/null || {
+    ready=0
+    if K -n "$ns" rollout status "$r" --timeout=300s >/dev/null; then ready=$(K -n "$ns" get "$r" -o jsonpath='{.status.readyReplicas}'); fi
+    (( ${ready:-0} >= 1 )) || {
       K -n "$ns" get pods -o wide >&2; K -n "$ns" describe "$r" | tail -20 >&2
-      echo "error: $ns/$r is not ready after 300 s; logs: $KUBECTL -n $ns logs $r" >&2; return 1
+      echo "error: $ns/$r has no ready replica after 300 s (ready: ${ready:-0}); logs: $KUBECTL -n $ns logs $r" >&2; return 1
     }
   done
 }
@@ -301,6 +314,7 @@ up_flux() {
   K apply --server-side --force-conflicts -f "$FLUX_CRDS" >/dev/null
   wait_crds helmreleases.helm.toolkit.fluxcd.io helmrepositories.source.toolkit.fluxcd.io helmcharts.source.toolkit.fluxcd.io
   subst "$GITOPS_DIR/manifests/flux.yaml" | K apply -f - >/dev/null
+  wake flux-system
   wait_ready flux-system deployment/source-controller deployment/helm-controller
 }
 
@@ -314,6 +328,7 @@ up_argocd() {
   K apply -n argocd --server-side --force-conflicts -f "$ARGOCD_MANIFEST" >/dev/null
   wait_crds applications.argoproj.io appprojects.argoproj.io
   K apply -f "$GITOPS_DIR/manifests/argocd-default-project.yaml" >/dev/null
+  wake argocd
   wait_ready argocd deployment/argocd-redis deployment/argocd-repo-server statefulset/argocd-application-controller
 }
 
