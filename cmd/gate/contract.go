@@ -141,6 +141,7 @@ func (c *contractor) lock(ctx context.Context, e *env) (*record.Lock, bool, erro
 		ConfigMap:        c.recordsAt(),
 		Holder:           record.Holder{Identity: c.o.identity, Job: c.o.job, JobUID: uid, JobCreated: created, Pod: e.getenv("HOSTNAME")},
 		WaitForConfigMap: c.o.waitCM,
+		Running:          holderRunning(c.clients.pods(c.ns)),
 		Now:              e.now,
 		Log:              c.log,
 	})
@@ -187,18 +188,9 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 			c.log.Warn(fmt.Sprintf("warning: %v: the next migration of this release waits until the lock expires", err))
 		}
 	}()
+	// as for a migration (gate run), a lock that cannot be renewed never stops the command halfway
 	start := e.now()
-	childCtx, stopChild := context.WithCancel(ctx)
-	defer stopChild()
-	go func() {
-		select {
-		case <-lock.Lost():
-			c.log.Error(fmt.Sprintf("lost the release's migration lock while the contract of %s ran: stopping it (SIGTERM)", c.o.identity))
-			stopChild()
-		case <-childCtx.Done():
-		}
-	}()
-	code := child.Run(childCtx, c.o.argv, e.Streams, c.log)
+	code := child.Run(ctx, c.o.argv, e.Streams, c.log)
 	took := e.now().Sub(start).Round(time.Millisecond)
 	end := policy.Conclude(policy.Ended{Code: code, LockLost: lost(lock), Stopped: ctx.Err() != nil})
 	var err error

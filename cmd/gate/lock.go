@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,6 +31,7 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 		ConfigMap: r.recordsAt(),
 		Holder:    record.Holder{Identity: r.o.identity, Job: r.o.job, JobUID: uid, JobCreated: r.jobCreated, Pod: e.getenv("HOSTNAME")},
 		Create:    r.meta,
+		Running:   holderRunning(r.clients.pods(r.ns)),
 		Now:       e.now,
 		// --wait-for-configmap: a chart that does not let the gate create the records waits for them
 		WaitForConfigMap: r.o.waitCM,
@@ -89,6 +91,35 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 		return nil, true, cli.Exit(exitRefused, err)
 	}
 	return l, false, nil
+}
+
+// holderRunning asks the API server whether the pod that holds a lock may still run its command, before a
+// lock that was not renewed for its lease is taken over: a pod that is gone, or whose phase is Succeeded or
+// Failed, runs nothing; one that is Pending or Running may be cut off from the API server with its migration
+// still going (its Role lets the gate get pods, not list them). A lock written by no known pod (unreadable)
+// falls back to the lease.
+func holderRunning(pods podGetter) func(context.Context, record.Holder) (bool, string, error) {
+	return func(ctx context.Context, h record.Holder) (bool, string, error) {
+		if h.Pod == "" || h.Job == "?" {
+			return false, "it names no pod", nil
+		}
+		p, err := pods.Get(ctx, h.Pod, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, fmt.Sprintf("its pod %s is gone", h.Pod), nil
+		case apierrors.IsForbidden(err):
+			return true, "", fmt.Errorf("read pod %s: %w (the migration's Role grants get on pods from chart 0.4.0 on)", h.Pod, err)
+		case err != nil:
+			return true, "", fmt.Errorf("read pod %s: %w", h.Pod, err)
+		case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+			return false, fmt.Sprintf("its pod %s ended (%s)", h.Pod, p.Status.Phase), nil
+		}
+		where := ""
+		if p.Spec.NodeName != "" {
+			where = " on node " + p.Spec.NodeName
+		}
+		return true, fmt.Sprintf("its pod %s is %s%s", h.Pod, p.Status.Phase, where), nil
+	}
 }
 
 func (r *recorder) exitFor(ctx context.Context, err error) error {

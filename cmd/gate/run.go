@@ -106,22 +106,14 @@ func runRun(ctx context.Context, o *runOptions, e *env) error {
 		log.Error(err.Error())
 		return cli.Exit(exitInterrupted, err)
 	}
+	// A lock that cannot be renewed, or is found to be another's, never stops the command (a migration stopped
+	// halfway is worse than one finished); it only keeps its outcome from being recorded (conclude).
 	start := e.now()
-	childCtx, stopChild := context.WithCancel(ctx)
-	defer stopChild()
-	go func() {
-		select {
-		case <-lock.Lost():
-			log.Error(fmt.Sprintf("lost the release's migration lock while migration %s ran: stopping it (SIGTERM), since another migration may start", r.o.identity))
-			stopChild()
-		case <-childCtx.Done():
-		}
-	}()
 	streams, tail := e.Streams, &outputTail{}
 	if o.history != "" {
 		streams.Out, streams.Err = io.MultiWriter(e.Out, tail), io.MultiWriter(e.Err, tail)
 	}
-	code := child.Run(childCtx, o.argv, streams, log)
+	code := child.Run(ctx, o.argv, streams, log)
 	took := e.now().Sub(start).Round(time.Millisecond)
 	outcome, err := r.conclude(ctx, e, o, code, took, lock)
 	r.writeHistory(ctx, o.history, o.historyKeep, record.Run{Started: start, Took: took, Identity: r.o.identity, Job: r.o.job,

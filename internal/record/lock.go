@@ -50,8 +50,15 @@ type LockOptions struct {
 	Holder    Holder // Identity, Job, JobCreated and Pod; the times are set here
 	// Lease is how long a lock whose holder stopped renewing it (a pod killed without a chance to release
 	// it) blocks the others, as each waiter measures it on its own clock: a lock that did not change for a
-	// Lease is taken over. The holder renews every Lease/3. Default 30s.
+	// Lease is taken over, once Running says its holder runs no more. The holder renews every Lease/6.
+	// Default 30s.
 	Lease time.Duration
+	// Running, when set, says whether the holder's pod may still run its command, and why. A holder cut off
+	// from the API server (a partition, an API server restart, a managed control plane's upgrade) cannot renew
+	// the lock, and its command goes on: a lost renewal never stops a migration halfway. So a lock that did not
+	// change for a Lease is taken over only when its pod is gone or ended; an error counts as running (the
+	// waiter waits, and says why, until its own deadline). Nil: the Lease alone decides.
+	Running func(ctx context.Context, h Holder) (running bool, why string, err error)
 	// Poll is how often a waiter reads the lock; default 1s.
 	Poll time.Duration
 	// Create, Owner and Seed make a missing ConfigMap as Write does.
@@ -124,6 +131,7 @@ func Acquire(ctx context.Context, client ConfigMapClient, o LockOptions) (*Lock,
 		seen      string    // the lock's value as last read
 		seenSince time.Time // when this waiter first read that value
 		said      time.Time // when this waiter last said it waits
+		saidAlive time.Time // when this waiter last said the holder of an unrenewed lock still runs
 		waitStart = o.Now()
 		missing   time.Time // when the ConfigMap was first found missing
 	)
@@ -168,14 +176,32 @@ func Acquire(ctx context.Context, client ConfigMapClient, o LockOptions) (*Lock,
 		ours := held && o.Holder.JobUID != "" && holder.JobUID == o.Holder.JobUID
 		free := !held || ours
 		expired := held && now.Sub(seenSince) >= o.Lease
+		ended := "" // why the holder of an expired lock runs no more, when Running says so
+		if expired && !free && o.Running != nil {
+			running, why, err := o.Running(ctx, holder)
+			ended = " and " + why
+			if err != nil {
+				running, why = true, fmt.Sprintf("cannot tell whether its pod %s still runs: %v", holder.Pod, err)
+			}
+			if running {
+				expired = false
+				if saidAlive.IsZero() || now.Sub(saidAlive) >= o.Progress {
+					o.Log.Warn(fmt.Sprintf("the migration lock in %s did not change for %s, but its holder, %s, may still be running (%s): "+
+						"a migration cut off from the API server cannot renew the lock, and goes on; waiting until its pod ends "+
+						"(a pod on a node that is gone ends only when deleted: kubectl delete pod %s --force)",
+						where, now.Sub(seenSince).Round(time.Second), holder, why, holder.Pod), "configMap", o.ConfigMap, "holder", holder.String())
+					saidAlive = now
+				}
+			}
+		}
 		if free || expired {
 			switch {
 			case ours && holder.Pod != o.Holder.Pod:
 				o.Log.Warn(fmt.Sprintf("the migration lock in %s is held by an earlier pod of this Job, %s, which ended without releasing it: taking it over",
 					where, holder.Pod), "configMap", o.ConfigMap, "holder", holder.String())
 			case expired && !free:
-				o.Log.Warn(fmt.Sprintf("the migration lock in %s did not change for %s: its holder, %s, stopped renewing it; taking it over",
-					where, o.Lease, holder), "configMap", o.ConfigMap, "holder", holder.String())
+				o.Log.Warn(fmt.Sprintf("the migration lock in %s did not change for %s: its holder, %s, stopped renewing it%s; taking it over",
+					where, now.Sub(seenSince).Round(time.Second), holder, ended), "configMap", o.ConfigMap, "holder", holder.String())
 			}
 			l, updated, err := o.take(ctx, client, cm)
 			switch {
@@ -273,9 +299,10 @@ func (o *LockOptions) start(client ConfigMapClient, h Holder) *Lock {
 // Holder is the lock as this holder wrote it.
 func (l *Lock) Holder() Holder { return l.holder }
 
-// Lost is closed when the holder can no longer count on the lock: its renewals failed for two thirds of a
-// Lease (the others take it over after a whole Lease without a change), or another migration took it over.
-// What the lock protects must stop then.
+// Lost is closed when the lock is found to be another's: a waiter took it over (its holder's pod was judged
+// gone, or the lock was removed by hand). What the lock protected goes on (stopping a migration halfway is
+// worse than finishing it), but its outcome must not be recorded. Renewals that fail, however long, do not
+// lose the lock: a waiter takes it over only once this pod ended (LockOptions.Running).
 // A nil Lock is never lost.
 func (l *Lock) Lost() <-chan struct{} {
 	if l == nil {
@@ -291,7 +318,7 @@ func (l *Lock) renew() {
 	tick := time.NewTicker(l.o.Lease / 6)
 	defer tick.Stop()
 	renewed := l.o.Now()
-	lost := false
+	lost, late := false, false
 	for {
 		select {
 		case <-l.stop:
@@ -307,13 +334,22 @@ func (l *Lock) renew() {
 		cancel()
 		switch {
 		case err == nil:
-			renewed = l.o.Now()
+			if late {
+				l.o.Log.Info(fmt.Sprintf("renewed the migration lock in %s again, after %s without", where, l.o.Now().Sub(renewed).Round(time.Second)),
+					"configMap", l.o.ConfigMap)
+			}
+			renewed, late = l.o.Now(), false
 		case lost:
-		case errors.Is(err, errNotOurs) || l.o.Now().Sub(renewed) >= 2*l.o.Lease/3:
-			l.o.Log.Error(fmt.Sprintf("lost the migration lock in %s: %v (no renewal for %s; another migration may take it over after %s)",
-				where, err, l.o.Now().Sub(renewed).Round(time.Second), l.o.Lease), "configMap", l.o.ConfigMap)
+		case errors.Is(err, errNotOurs):
+			l.o.Log.Error(fmt.Sprintf("the migration lock in %s is no longer this migration's: %v; the command goes on (stopping it halfway "+
+				"is worse), and its outcome will not be recorded", where, err), "configMap", l.o.ConfigMap)
 			lost = true
 			close(l.lost)
+		case !late && l.o.Now().Sub(renewed) >= 2*l.o.Lease/3:
+			l.o.Log.Error(fmt.Sprintf("cannot renew the migration lock in %s for %s: %v; the command goes on (a lost renewal never "+
+				"stops it), and the other migrations of this release wait while this pod runs (retrying)",
+				where, l.o.Now().Sub(renewed).Round(time.Second), err), "configMap", l.o.ConfigMap)
+			late = true
 		default:
 			l.o.Log.Warn(fmt.Sprintf("renewing the migration lock in %s: %v (retrying)", where, err), "configMap", l.o.ConfigMap)
 		}

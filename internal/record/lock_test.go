@@ -225,10 +225,12 @@ func TestALockLeftByAnEarlierPodOfTheSameJobIsTakenOverAtOnceButNotOneOfAnotherJ
 	}
 }
 
-func TestAHolderThatCannotRenewItsLockIsToldItLostItBeforeAnotherCanTakeItOver(t *testing.T) {
+func TestAHolderThatCannotRenewItsLockKeepsItAndIsToldOnlyWhenAnotherTookItOver(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		failure func(cs *fake.Clientset)
+		name     string
+		failure  func(cs *fake.Clientset)
+		lost     bool
+		saidLine string
 	}{
 		{"another migration took it over", func(cs *fake.Clientset) {
 			cm := configMap(map[string]string{})
@@ -237,34 +239,83 @@ func TestAHolderThatCannotRenewItsLockIsToldItLostItBeforeAnotherCanTakeItOver(t
 			if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, cm, ns); err != nil {
 				t.Error(err)
 			}
-		}},
-		{"the API server refuses every renewal (the ServiceAccount was deleted)", func(cs *fake.Clientset) {
+		}, true, "is no longer this migration's"},
+		{"the API server refuses every renewal (cut off, or the ServiceAccount was deleted)", func(cs *fake.Clientset) {
 			cs.PrependReactor("update", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewUnauthorized("token is not valid")
 			})
-		}},
+		}, false, "the command goes on (a lost renewal never stops it)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cm := configMap(map[string]string{})
 			cm.ResourceVersion = "1"
 			cs := fake.NewClientset(cm)
 			apiServerUpdates(cs, func(int) {})
+			var said logLines
 			o := lockOptions("holder")
 			o.Lease = 600 * time.Millisecond
+			o.Log = said.logger()
 			l, _, err := record.Acquire(context.Background(), cs.CoreV1().ConfigMaps(ns), o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = l.Release(context.Background()) }()
-			broken := time.Now()
 			tc.failure(cs)
 			select {
 			case <-l.Lost():
-				if took := time.Since(broken); took >= o.Lease {
-					t.Errorf("told after %s, not before the %s lease after which another migration takes the lock", took, o.Lease)
+				if !tc.lost {
+					t.Errorf("told the lock was lost although no one else took it: a renewal that fails must not stop a migration halfway")
 				}
 			case <-time.After(2 * o.Lease):
-				t.Errorf("never told the lock was lost")
+				if tc.lost {
+					t.Errorf("never told the lock was another's")
+				}
+			}
+			if !strings.Contains(said.String(), "ERROR") || !strings.Contains(said.String(), tc.saidLine) {
+				t.Errorf("the holder did not say at level ERROR %q:\n%s", tc.saidLine, said.String())
+			}
+		})
+	}
+}
+
+func TestALockThatWasNotRenewedIsTakenOverOnlyOnceItsHoldersPodRunsNoMore(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		running  bool
+		err      error
+		takeOver bool
+		said     string
+	}{
+		{"its pod is gone", false, nil, true, "stopped renewing it and its pod killed-pod is gone; taking it over"},
+		{"its pod still runs (cut off from the API server)", true, nil, false, "may still be running (its pod killed-pod is Running)"},
+		{"its pod cannot be read", false, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "killed-pod", nil), false,
+			"may still be running (cannot tell whether its pod killed-pod still runs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := lockedConfigMap(t, "killed", time.Now().Add(-time.Hour))
+			var said logLines
+			o := lockOptions("next")
+			o.Log = said.logger()
+			o.Running = func(_ context.Context, h record.Holder) (bool, string, error) {
+				if h.Pod != "killed-pod" {
+					t.Errorf("asked about pod %q, want the holder's, killed-pod", h.Pod)
+				}
+				if tc.running {
+					return true, "its pod " + h.Pod + " is Running", tc.err
+				}
+				return false, "its pod " + h.Pod + " is gone", tc.err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*o.Lease)
+			defer cancel()
+			l, _, err := record.Acquire(ctx, cs.CoreV1().ConfigMaps(ns), o)
+			if (err == nil) != tc.takeOver {
+				t.Fatalf("took the lock: %v (err %v), want %v", err == nil, err, tc.takeOver)
+			}
+			if l != nil {
+				_ = l.Release(context.Background())
+			}
+			if !strings.Contains(said.String(), tc.said) {
+				t.Errorf("the waiter did not say %q:\n%s", tc.said, said.String())
 			}
 		})
 	}

@@ -267,6 +267,29 @@ func (c *Cluster) LoadImageArchives(paths ...string) (loaded int, err error) {
 	return loaded, nil
 }
 
+// OnNode runs a command on the node called node (a kind node is a container of that name), for a scenario that
+// changes what the node does, such as a packet filter; it returns the command's output, stdout and stderr.
+func (c *Cluster) OnNode(node string, args ...string) (string, error) {
+	ns, err := c.provider.ListInternalNodes(c.Name)
+	if err != nil {
+		return "", fmt.Errorf("listing nodes of %q: %w", c.Name, err)
+	}
+	for _, n := range ns {
+		if n.String() != node {
+			continue
+		}
+		var out bytes.Buffer
+		cmd := n.Command(args[0], args[1:]...)
+		cmd.SetStdout(&out)
+		cmd.SetStderr(&out)
+		if err := cmd.Run(); err != nil {
+			return out.String(), fmt.Errorf("%s on node %s: %w: %s", strings.Join(args, " "), node, err, out.String())
+		}
+		return out.String(), nil
+	}
+	return "", fmt.Errorf("cluster %q has no node %q", c.Name, node)
+}
+
 func loadOne(n nodes.Node, path string) error {
 	f, err := os.Open(path)
 	if err != nil {

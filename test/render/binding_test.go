@@ -57,7 +57,9 @@ func TestTheRecordsAreBoundToTheDatabaseTheReleaseUses(t *testing.T) {
 			for _, role := range []string{fullname + "-gate", r.job(t).Name} {
 				var extra []rbacv1.PolicyRule
 				for _, rule := range mustFind[*rbacv1.Role](t, r, "Role", role).Rules {
-					if !equalStrings(rule.Resources, []string{"configmaps"}) && !equalStrings(rule.Resources, []string{"jobs"}) {
+					// the migration's get on any pod: whether the holder of a lock that was not renewed still runs
+					lockHolder := equalStrings(rule.Resources, []string{"pods"}) && len(rule.ResourceNames) == 0 && equalStrings(rule.Verbs, []string{"get"})
+					if !equalStrings(rule.Resources, []string{"configmaps"}) && !equalStrings(rule.Resources, []string{"jobs"}) && !lockHolder {
 						extra = append(extra, rule)
 					}
 				}

@@ -268,7 +268,7 @@ migration:
 		}
 	})
 
-	t.Run("the migration ServiceAccount may only update the records ConfigMaps, create one and read its own Job", func(t *testing.T) {
+	t.Run("the migration ServiceAccount may only update the records ConfigMaps, create one, get a pod and read its own Job", func(t *testing.T) {
 		for _, upgrade := range []bool{false, true} {
 			r := render(t, renderOptions{upgrade: upgrade})
 			// named after the Job: beside a plain Job it lives as long as that Job
@@ -276,6 +276,8 @@ migration:
 			want := []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{fullname + "-migrations", fullname + "-migration-records", fullname + "-migration-runs"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+				// the holder of a lock that was not renewed: whether its pod still runs (not list: it names the pod)
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 				// its creation time orders the release's migrations
 				{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, ResourceNames: []string{r.job(t).Name}, Verbs: []string{"get"}},
 			}

@@ -139,7 +139,8 @@ automountServiceAccountToken: false
 {{/*
 The contract's Role: read and update the records ConfigMaps, by name (the release's migration lock and the
 contract's record); get its Job, by name (its creation time); get the Deployment, by name, and list its
-ReplicaSets and pods (list cannot be limited to names: the rollout facts); create Events (ContractFailed and
+ReplicaSets and pods (list cannot be limited to names: the rollout facts), get a pod (the holder of a lock
+that was not renewed); create Events (ContractFailed and
 ContractCompleted, on the Deployment); get the object that holds the database's data, by name.
 */}}
 {{- define "premigrate-lib.contractRole" -}}
@@ -190,6 +191,7 @@ rules:
     resources:
       - pods
     verbs:
+      - get
       - list
   - apiGroups:
       - ""

@@ -68,8 +68,9 @@ automountServiceAccountToken: false
 {{/*
 The migration's Role: read and write its records ConfigMaps only (the release's and the store) and its run
 history (runHistory); create a
-ConfigMap (when the records are missing); get the object that holds the database's data (database.object), by
-name. Nothing on Jobs: a hook Job is rendered with its owner (hookOwner).
+ConfigMap (when the records are missing); get its own Job, by name; get a pod (the holder of a lock that was
+not renewed); get the object that holds the database's data (database.object), by name. A hook Job is rendered
+with its owner (hookOwner).
 */}}
 {{- define "premigrate-lib.migrationRole" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
@@ -111,6 +112,15 @@ rules:
       - configmaps
     verbs:
       - create
+  {{- /* pods, get (not list: it names the pod): before a waiter takes over the release's migration lock that
+  was not renewed for its lease, it asks whether the holder's pod still runs (a migration cut off from the API
+  server goes on) */}}
+  - apiGroups:
+      - ""
+    resources:
+      - pods
+    verbs:
+      - get
   {{- /* its own Job, by name: its creation time orders the release's migrations (a migration never runs
   after one deployed after it succeeded) */}}
   - apiGroups:
