@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -387,6 +388,7 @@ func TestTheContractStepWaitsForTheOldPodsWithHelm3AndWithKubectlApply(t *testin
 		r.AssertWitness(context.Background(), id)
 		aFailedContractIsReportedAndRunsAgain(t, res, r)
 		res.Upgrades = 5
+		contractJobsAreBoundedAndLeaveWithTheRelease(t, r)
 	}))
 	t.Run("kubectl-apply", sharing(weightOne, 100*time.Second, func(t *testing.T) {
 		res := scenario(t, contractApplyScenario, env.Kubectl)
@@ -515,4 +517,37 @@ func aFailedContractIsReportedAndRunsAgain(t *testing.T, res *scenarioResult, r 
 		t.Errorf("want one ContractCompleted Event naming %s after the next upgrade, got %q", id, done)
 	}
 	theExpandThatRequiredTheContractRunsAfterIt(t, res, r, id)
+}
+
+// contractJobsAreBoundedAndLeaveWithTheRelease checks, after the release's upgrades with a contract step (hook
+// mode), that one contract Job is left in the namespace, owned by the records ConfigMap, and that `helm
+// uninstall` (which leaves hooks behind) leaves none: a contract Job per identity, never removed, would end under
+// a count/jobs.batch quota with the migration's hook unable to be created.
+func contractJobsAreBoundedAndLeaveWithTheRelease(t *testing.T, r *framework.Release) {
+	t.Helper()
+	ctx := context.Background()
+	contractJobs := func() []batchv1.Job {
+		jobs, err := env.Client.BatchV1().Jobs(r.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=contract"})
+		if err != nil {
+			t.Fatalf("listing the contract Jobs: %v", err)
+		}
+		return jobs.Items
+	}
+	jobs := contractJobs()
+	if len(jobs) != 1 {
+		names := make([]string, len(jobs))
+		for i, j := range jobs {
+			names[i] = j.Name
+		}
+		t.Errorf("after the upgrades %d contract Jobs are left (%v), want the last one only", len(jobs), names)
+	}
+	for _, j := range jobs {
+		if len(j.OwnerReferences) != 1 || j.OwnerReferences[0].Kind != "ConfigMap" || j.OwnerReferences[0].Name != r.AnchorName() {
+			t.Errorf("contract Job %s is owned by %+v, want the records ConfigMap %s", j.Name, j.OwnerReferences, r.AnchorName())
+		}
+	}
+	env.Run.Must(t, r.Helm, "uninstall", r.Name, "-n", r.Namespace, "--wait", "--timeout", "2m")
+	framework.WaitUntil(t, "the contract Jobs to go with the release", time.Minute, func(context.Context) (bool, error) {
+		return len(contractJobs()) == 0, nil
+	})
 }

@@ -15,12 +15,12 @@ import (
 
 const contractValues = "migration: {contract: {command: [/demo, contract], soakSeconds: 5}}"
 
-// contractJob is the one Job of r whose name starts with <fullname>-contract-.
+// contractJob is the one Job of r named <fullname>-contract (a hook) or <fullname>-contract-<hash> (a plain Job).
 func contractJob(t *testing.T, r *result) *batchv1.Job {
 	t.Helper()
 	var found []*batchv1.Job
 	for _, o := range r.ofKind("Job") {
-		if strings.HasPrefix(o.name(), fullname+"-contract-") {
+		if o.name() == fullname+"-contract" || strings.HasPrefix(o.name(), fullname+"-contract-") {
 			found = append(found, o.obj.(*batchv1.Job))
 		}
 	}
@@ -69,14 +69,18 @@ func TestTheContractJobIsAPostHookInHookModeAPostSyncHookInArgocdModeAndPlainInJ
 	for _, tc := range []struct {
 		mode string
 		want map[string]string
+		// a hook has one name, deleted before the next is created: one contract Job per release; a plain Job
+		// changes its name with its contents (the apply that renders the next removes it)
+		oneName bool
 	}{
-		{"hook", map[string]string{"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}},
-		{"argocd", map[string]string{"argocd.argoproj.io/hook": "PostSync", "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation"}},
-		{"job", nil},
+		{"hook", map[string]string{"helm.sh/hook": "post-install,post-upgrade", "helm.sh/hook-delete-policy": "before-hook-creation"}, true},
+		{"argocd", map[string]string{"argocd.argoproj.io/hook": "PostSync", "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation"}, true},
+		{"job", nil, false},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			r := render(t, renderOptions{upgrade: true, values: "migration: {mode: " + tc.mode + ", contract: {command: [/demo, contract]}}\npostgresql: {auth: {password: pw}}"})
 			job := contractJob(t, r)
+			assert.Equal(t, tc.oneName, job.Name == fullname+"-contract", "the contract Job's name %s", job.Name)
 			for k, v := range tc.want {
 				assert.Equal(t, v, job.Annotations[k], k)
 			}
@@ -88,8 +92,9 @@ func TestTheContractJobIsAPostHookInHookModeAPostSyncHookInArgocdModeAndPlainInJ
 }
 
 func TestAChangedContractIsANewJobAndLeavesTheIdentityAlone(t *testing.T) {
-	a := render(t, renderOptions{upgrade: true, values: contractValues})
-	b := render(t, renderOptions{upgrade: true, values: "migration: {contract: {command: [/demo, contract], args: [--drop], soakSeconds: 5}}"})
+	// a plain Job (job mode) is applied, so a changed one needs another name; a hook is deleted and created anew
+	a := render(t, renderOptions{upgrade: true, values: "migration: {mode: job, contract: {command: [/demo, contract], soakSeconds: 5}}\npostgresql: {auth: {password: pw}}"})
+	b := render(t, renderOptions{upgrade: true, values: "migration: {mode: job, contract: {command: [/demo, contract], args: [--drop], soakSeconds: 5}}\npostgresql: {auth: {password: pw}}"})
 	assert.NotEqual(t, contractJob(t, a).Name, contractJob(t, b).Name, "a patch of an immutable Job otherwise")
 	assert.Equal(t, a.deployment(t).Spec.Template.Annotations["premigrate.io/identity"], b.deployment(t).Spec.Template.Annotations["premigrate.io/identity"])
 	assert.Equal(t, []string{"--drop"}, container(t, contractJob(t, b).Spec.Template.Spec.Containers, "contract").Args)
@@ -125,7 +130,7 @@ func TestTheExampleChartShipsTheLibrarysContractStep(t *testing.T) {
 	r := renderLedger(t, "schemaVersion: 3\ncontract: true\nmigrations: {contract: {soakSeconds: 10}}\n", true)
 	var job *batchv1.Job
 	for _, o := range r.ofKind("Job") {
-		if strings.HasPrefix(o.name(), ledgerFullname+"-contract-") {
+		if o.name() == ledgerFullname+"-contract" {
 			job = o.obj.(*batchv1.Job)
 		}
 	}

@@ -7,9 +7,12 @@ contract.command is set. Every template takes the library's argument (premigrate
 
 {{/*
 The contract's configuration, from the values' contract key: "premigrate-lib.contractConfig" (dict "in" ARGUMENT
-"c" CONFIG "out" DICT) fills DICT. Its Job is named by a hash of the identity and the contract's values, so a
-changed contract command is a new Job, never a patch of an immutable one, and the identity (which the app pods
-and the records carry) stays the migration's.
+"c" CONFIG "out" DICT) fills DICT. As a hook (hook and argocd modes) its Job has one name, <fullname>-contract,
+which Helm and Argo CD delete before they create the next (before-hook-creation): one contract Job per release,
+never a patch of an immutable one. A plain Job (job mode) is named by a hash of the identity and the contract's
+values, so a changed contract command is a new Job, and the apply that renders the next removes the previous
+one (Helm; `kubectl apply --prune`). Either way the identity (which the app pods and the records carry) stays the
+migration's.
 */}}
 {{- define "premigrate-lib.contractConfig" -}}
 {{- $c := .c -}}
@@ -25,6 +28,9 @@ and the records carry) stays the migration's.
 {{- $_ = set $k "enabled" (and $c.enabled (gt (len $k.command) 0)) -}}
 {{- $_ = set $k "name" (printf "%s-contract" $c.fullname) -}}
 {{- $_ = set $k "jobName" (printf "%s-contract-%s" $c.fullname (toJson (dict "identity" $c.identity "contract" $ct) | sha256sum | trunc 10)) -}}
+{{- if has $c.mode (list "hook" "argocd") -}}
+{{- $_ = set $k "jobName" $k.name -}}
+{{- end -}}
 {{- end }}
 
 {{- define "premigrate-lib.validateContract" -}}
@@ -52,10 +58,11 @@ and the records carry) stays the migration's.
 
 {{/*
 The contract Job: the migration Job's pod (image, environment, init containers and sidecars, security
-contexts, volumes, scheduling) with `gate contract` in its container, its own ServiceAccount, and its own name,
-<fullname>-contract-<hash of the identity and the contract values>: a new contract command is a new Job, never a
-patch of an immutable one. Hook mode: a post-install,post-upgrade hook (Helm runs it after the release's objects
-and, with --wait, after they are ready; never on a rollback). argocd mode: a PostSync hook. job mode: a plain Job.
+contexts, volumes, scheduling) with `gate contract` in its container, its own ServiceAccount, and its own name
+(contractConfig). Hook mode: a post-install,post-upgrade hook (Helm runs it after the release's objects and,
+with --wait, after they are ready; never on a rollback), owned by the records ConfigMap once it exists, like
+the migration's hook, so `helm uninstall` (which leaves hooks behind) removes it with the records. argocd mode:
+a PostSync hook. job mode: a plain Job.
 */}}
 {{- define "premigrate-lib.contractJob" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
@@ -92,6 +99,9 @@ the exit codes of fail-fast are the migration's, so a contract command that fail
 {{- $meta := dict "name" $k.jobName "labels" $labels -}}
 {{- with include "premigrate-lib.contractAnnotations" $c | fromYaml -}}
 {{- $_ = set $meta "annotations" . -}}
+{{- end -}}
+{{- if and (eq $c.mode "hook") $c.recordsUID -}}
+{{- $_ = set $meta "ownerReferences" (list (dict "apiVersion" "v1" "kind" "ConfigMap" "name" $c.recordsName "uid" $c.recordsUID)) -}}
 {{- end -}}
 {{- toYaml (dict "apiVersion" "batch/v1" "kind" "Job" "metadata" $meta "spec" $spec) -}}
 {{- end -}}
