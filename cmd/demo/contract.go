@@ -32,6 +32,8 @@ Environment:
   DEMO_VERSION          the schema version this binary is built for (default 1)
   PREMIGRATE_IDENTITY   migration identity recorded with the row (default: NULL)
   CONTRACT_TIMEOUT      how long to try the database before giving up (default 1m)
+  DEMO_CONTRACT_DELAY   sleep this long inside the contract's transaction, after its start is taken and
+                        before anything is dropped (fault injection: a long contract; default 0)
 
 Exit codes:
   0  contracted (or nothing left to drop) and recorded
@@ -47,9 +49,12 @@ func contractCmd(ctx context.Context, args []string, e *env) error {
 	}
 	log := e.logger()
 	s, err := readServeSettings(e.getenv)
-	var timeout time.Duration
+	var timeout, delay time.Duration
 	if err == nil {
 		timeout, err = durationSetting(e.getenv, "CONTRACT_TIMEOUT", time.Minute)
+	}
+	if err == nil {
+		delay, err = durationSetting(e.getenv, "DEMO_CONTRACT_DELAY", 0)
 	}
 	if err != nil {
 		return fail(log, exitUsage, err, fmt.Sprintf("contract: configuration error: %v", err))
@@ -59,7 +64,10 @@ func contractCmd(ctx context.Context, args []string, e *env) error {
 		return fail(log, exitFailure, err, fmt.Sprintf("contract: connect: %s", migrate.OneLine(err)))
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	c, err := contract(ctx, conn, s.identity, s.appVersion)
+	if delay > 0 {
+		log.Info(fmt.Sprintf("contract: DEMO_CONTRACT_DELAY: sleeping %s inside the contract's transaction", delay))
+	}
+	c, err := contract(ctx, conn, s.identity, s.appVersion, delay)
 	if err != nil {
 		return fail(log, exitFailure, err, fmt.Sprintf("contract: %s", migrate.OneLine(err)))
 	}
@@ -68,10 +76,15 @@ func contractCmd(ctx context.Context, args []string, e *env) error {
 	return nil
 }
 
-// contract runs the contract steps of appVersion and records them (demo contract; demo migrate with
-// DEMO_CONTRACT_IN_MIGRATION).
-func contract(ctx context.Context, conn witness.Conn, identity string, appVersion int) (witness.Contract, error) {
+// contract runs the contract steps of appVersion, after delay, and records them (demo contract; demo migrate
+// with DEMO_CONTRACT_IN_MIGRATION).
+func contract(ctx context.Context, conn witness.Conn, identity string, appVersion int, delay time.Duration) (witness.Contract, error) {
 	return witness.RecordContract(ctx, conn, identity, appVersion, func(ctx context.Context, tx pgx.Tx) ([]string, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
 		return migrate.Contract(ctx, tx, appVersion)
 	})
 }

@@ -187,7 +187,7 @@ func contractInMigration(ctx context.Context, s migrateSettings, e *env) error {
 		return fail(log, exitFailure, err, fmt.Sprintf("migrate: contract: connect: %s", migrate.OneLine(err)))
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	c, err := contract(ctx, conn, s.identity, s.target)
+	c, err := contract(ctx, conn, s.identity, s.target, 0)
 	if err != nil {
 		return fail(log, exitFailure, err, fmt.Sprintf("migrate: contract: %s", migrate.OneLine(err)))
 	}

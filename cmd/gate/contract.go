@@ -188,6 +188,17 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 			c.log.Warn(fmt.Sprintf("warning: %v: the next migration of this release waits until the lock expires", err))
 		}
 	}()
+	// The start is recorded before the command runs: from then on the schema may change under the code of the
+	// identities deployed before this one, so their pods are refused (policy.ContractedAfter), whether the
+	// command then succeeds, fails or is stopped halfway; a rollback during the contract starts none of them.
+	o := record.ContractOptions{Namespace: c.ns, ConfigMap: c.recordsAt(), Identity: c.o.identity, Job: c.o.job, Retry: c.o.waitCM, Now: e.now, Log: c.log}
+	if err := record.WriteContractStarted(ctx, c.clients.configMaps(c.ns), o); err != nil {
+		err = fmt.Errorf("not running the contract of %s: its start could not be recorded, and the older identities' pods must be refused "+
+			"before it runs: %w", c.o.identity, err)
+		c.log.Error(err.Error())
+		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, err.Error())
+		return c.exitFor(ctx, err)
+	}
 	// as for a migration (gate run), a lock that cannot be renewed never stops the command halfway
 	start := e.now()
 	code := child.Run(ctx, c.o.argv, e.Streams, c.log)
@@ -211,9 +222,7 @@ func (c *contractor) run(ctx context.Context, e *env, lock *record.Lock) error {
 		return exitOf(end, code, nil, err, c.log)
 	}
 	cli.Logf(c.log)("contract command %q succeeded in %s", c.o.argv[0], took)
-	err = record.WriteContracted(ctx, c.clients.configMaps(c.ns), record.ContractOptions{
-		Namespace: c.ns, ConfigMap: c.recordsAt(), Identity: c.o.identity, Job: c.o.job, Retry: c.o.waitCM, Now: e.now, Log: c.log,
-	})
+	err = record.WriteContracted(ctx, c.clients.configMaps(c.ns), o)
 	if err != nil {
 		c.log.Error(err.Error())
 		c.tell(ctx, corev1.EventTypeWarning, reasonContractFailed, fmt.Sprintf("the contract of identity %s (Job %s) ran but could not be recorded: %v", c.o.identity, c.o.job, err))

@@ -79,12 +79,13 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 		wantCode     int
 		wantRan      bool
 		wantRecorded bool
+		wantStarted  bool // the contract's start recorded: the older identities' pods refused from then on
 		wantLog      string
 		wantEvent    string // the reason of the one Event on the Deployment, if any
 	}{
 		{name: "a rollout that ended runs the contract and records it",
 			objects: func(t *testing.T) []runtime.Object { return append(rolledOut(identity), records(t, time.Time{})) },
-			script:  "echo dropped column source", wantRan: true, wantRecorded: true, wantLog: "contract command", wantEvent: "Normal ContractCompleted"},
+			script:  "echo dropped column source", wantRan: true, wantRecorded: true, wantStarted: true, wantLog: "contract command", wantEvent: "Normal ContractCompleted"},
 		{name: "an old pod terminating holds it until the timeout",
 			objects: func(t *testing.T) []runtime.Object {
 				return append(rolledOut(identity), records(t, time.Time{}), oldPodTerminating())
@@ -105,10 +106,10 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 			objects: func(t *testing.T) []runtime.Object {
 				return append(rolledOut(identity), records(t, time.Now().Add(-time.Second)))
 			},
-			script: "echo dropped column source", wantRecorded: true, wantLog: "already ran"},
-		{name: "a contract command that fails records nothing and keeps its exit code",
+			script: "echo dropped column source", wantRecorded: true, wantStarted: true, wantLog: "already ran"},
+		{name: "a contract command that fails records no success, keeps its start and its exit code",
 			objects: func(t *testing.T) []runtime.Object { return append(rolledOut(identity), records(t, time.Time{})) },
-			script:  "echo dropped column source; exit 4", wantCode: 4, wantRan: true, wantLog: "nothing recorded", wantEvent: "Warning ContractFailed"},
+			script:  "echo dropped column source; exit 4", wantCode: 4, wantRan: true, wantStarted: true, wantLog: "nothing recorded", wantEvent: "Warning ContractFailed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,6 +123,8 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 			require.NoError(t, err)
 			_, recorded := record.ContractOf(cm.Data[identity])
 			assert.Equal(t, tc.wantRecorded, recorded, "contract recorded: %v", cm.Data)
+			_, started := record.ContractBegan(cm.Data[identity])
+			assert.Equal(t, tc.wantStarted, started, "contract's start recorded: %v", cm.Data)
 			events, err := h.cs.CoreV1().Events("shop").List(context.Background(), metav1.ListOptions{})
 			require.NoError(t, err)
 			var posted []string

@@ -47,7 +47,13 @@ func PodStart(p Pod) Decision {
 			}
 			if later := ContractedAfter(p.Records, p.Identity, p.Database); len(later) > 0 {
 				by := later[len(later)-1]
-				c, _ := record.ContractOf(p.Records[by])
+				c, _ := record.ContractBegan(p.Records[by])
+				if !c.Done {
+					return Decision{Verdict: Hold, Reason: SchemaContracted, Other: by, Entry: e, Contract: c, Why: fmt.Sprintf(
+						"it ran on this database, but identity %s, deployed after it, started contracting the schema (its contract step, Job %s, at %s) "+
+							"and has not completed it (it runs, or it failed or was stopped halfway): what its code uses may be gone",
+						by, c.Job, at(c.At))}
+				}
 				return Decision{Verdict: Hold, Reason: SchemaContracted, Other: by, Entry: e, Contract: c, Why: fmt.Sprintf(
 					"it ran on this database, but identity %s, deployed after it, contracted the schema (its contract step, Job %s, at %s): what its code uses may be gone",
 					by, c.Job, at(c.At))}
@@ -89,9 +95,10 @@ func PodStart(p Pod) Decision {
 	return Decision{Verdict: Wait, Reason: NotRecorded, Why: "it is not recorded yet"}
 }
 
-// ContractedAfter returns, sorted, the identities recorded on database db whose contract step ran and whose
-// migration was deployed after identity's (its Job's creation, else its completion). A contract recorded on
-// another database did not change this one. None when identity's own record is missing or does not decode.
+// ContractedAfter returns, sorted, the identities recorded on database db whose contract step began (it
+// started: it runs, succeeded, failed or was stopped halfway) and whose migration was deployed after identity's
+// (its Job's creation, else its completion). A contract recorded on another database did not change this one.
+// None when identity's own record is missing or does not decode.
 func ContractedAfter(data map[string]string, identity string, db dbid.ID) []string {
 	own, found, err := record.Lookup(data, identity)
 	if !found || err != nil {
@@ -102,7 +109,7 @@ func ContractedAfter(data map[string]string, identity string, db dbid.ID) []stri
 		if k == identity || k == record.PrunedKey {
 			continue
 		}
-		if _, ok := record.ContractOf(v); !ok {
+		if _, ok := record.ContractBegan(v); !ok {
 			continue
 		}
 		e, err := record.Decode(v)

@@ -29,6 +29,7 @@ func TestAPodStartsOnlyOnceItsMigrationRanOnTheDatabaseItWillUse(t *testing.T) {
 		{"a pruned record with its Job gone holds it", Pod{Records: map[string]string{record.PrunedKey: "a"}, RecordsKnown: true, JobsKnown: true}, Hold, RecordPruned},
 		{"a pruned record waits until the Jobs are listed", Pod{Records: map[string]string{record.PrunedKey: "a"}, RecordsKnown: true}, Wait, NotRecorded},
 		{"a later identity's contract on this database holds it", Pod{Records: map[string]string{"a": rec(here.Value, 1, 2), "b": contracted(rec(here.Value, 3, 4))}, RecordsKnown: true}, Hold, SchemaContracted},
+		{"a later identity's contract that started and has not succeeded holds it", Pod{Records: map[string]string{"a": rec(here.Value, 1, 2), "b": contractStarted(rec(here.Value, 3, 4))}, RecordsKnown: true}, Hold, SchemaContracted},
 		{"an earlier identity's contract does not", Pod{Records: map[string]string{"a": rec(here.Value, 3, 4), "b": contracted(rec(here.Value, 1, 2))}, RecordsKnown: true}, Go, RecordedHere},
 		{"a later identity's contract on another database does not", Pod{Records: map[string]string{"a": rec(here.Value, 1, 2), "b": contracted(rec(before, 3, 4))}, RecordsKnown: true}, Go, RecordedHere},
 		{"nothing yet waits", Pod{RecordsKnown: true, JobsKnown: true}, Wait, NotRecorded},
@@ -53,6 +54,7 @@ func TestAContractRunsOnceAndOnlyAfterItsMigrationWasRecordedOnThisDatabase(t *t
 		{"recorded on another database is refused", map[string]string{"a": rec(before, 1, 2)}, Refuse},
 		{"recorded here runs", map[string]string{"a": rec(here.Value, 1, 2)}, Go},
 		{"contracted already is done", map[string]string{"a": contracted(rec(here.Value, 1, 2))}, Done},
+		{"a contract that started and did not succeed runs again", map[string]string{"a": contractStarted(rec(here.Value, 1, 2))}, Go},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := Contract(c.data, "a", here)
@@ -72,6 +74,7 @@ func TestAMigrationThatRequiresThePreviousContractWaitsForTheLastDeployOnThisDat
 		{"a first deploy runs", nil, Go, NoPrevious, ""},
 		{"recorded here already is done", map[string]string{"a": rec(here.Value, 5, 6)}, Done, RecordedHere, ""},
 		{"the previous deploy not contracted refuses it", map[string]string{"b": contracted(rec(here.Value, 1, 2)), "c": rec(here.Value, 3, 4)}, Refuse, PreviousNotContracted, "c"},
+		{"the previous deploy's contract started and not done refuses it", map[string]string{"b": rec(here.Value, 1, 2), "c": contractStarted(rec(here.Value, 3, 4))}, Refuse, PreviousNotContracted, "c"},
 		{"the previous deploy contracted lets it run", map[string]string{"b": rec(here.Value, 1, 2), "c": contracted(rec(here.Value, 3, 4))}, Go, PreviousContracted, "c"},
 		{"a deploy on another database is not the previous one", map[string]string{"b": contracted(rec(here.Value, 1, 2)), "c": rec(before, 3, 4)}, Go, PreviousContracted, "b"},
 	} {

@@ -29,6 +29,11 @@ func rec(db string, created, done int) string {
 	return v
 }
 
+// contractStarted adds the start of a contract step, and no success, to a record value.
+func contractStarted(v string) string {
+	return v[:len(v)-1] + `,"contractStartedAt":"2026-12-01T10:59:00.000Z","contractStartJob":"contract-job"}`
+}
+
 // contracted adds a contract step to a record value.
 func contracted(v string) string {
 	return v[:len(v)-1] + `,"contractedAt":"2026-12-01T11:00:00.000Z","contractJob":"contract-job"}`

@@ -34,6 +34,18 @@ type ContractOptions struct {
 // read-modify-write of the ConfigMap with its resourceVersion, retried on conflict. The record must exist
 // (ErrNotRecorded otherwise); everything else it holds stays.
 func WriteContracted(ctx context.Context, client ConfigMapClient, o ContractOptions) error {
+	return writeContract(ctx, client, o, "contractedAt", "contractJob", "recorded the contract step")
+}
+
+// WriteContractStarted records in the identity's record that its contract step starts now, by o.Job, before its
+// command runs: from then on the schema may be contracted, halfway or whole, and the pods of identities deployed
+// before it are refused (ContractBegan), whether the command then succeeds, fails or is stopped. Only a contract
+// that succeeds (WriteContracted) is done. As WriteContracted, the record must exist.
+func WriteContractStarted(ctx context.Context, client ConfigMapClient, o ContractOptions) error {
+	return writeContract(ctx, client, o, "contractStartedAt", "contractStartJob", "recorded the start of the contract step")
+}
+
+func writeContract(ctx context.Context, client ConfigMapClient, o ContractOptions, atKey, jobKey, said string) error {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -44,10 +56,10 @@ func WriteContracted(ctx context.Context, client ConfigMapClient, o ContractOpti
 	deadline := time.Now().Add(o.Retry)
 	delay := 500 * time.Millisecond
 	for {
-		err := contractOnce(ctx, client, o)
+		err := contractOnce(ctx, client, o, atKey, jobKey)
 		switch {
 		case err == nil:
-			o.Log.Info(fmt.Sprintf("recorded the contract step of identity %s (job %s) in %s", o.Identity, o.Job, where))
+			o.Log.Info(fmt.Sprintf("%s of identity %s (job %s) in %s", said, o.Identity, o.Job, where))
 			return nil
 		case errors.Is(err, ErrNotRecorded) || ctx.Err() != nil:
 			return fmt.Errorf("record the contract step of identity %s in %s: %w", o.Identity, where, err)
@@ -70,15 +82,37 @@ func WriteContracted(ctx context.Context, client ConfigMapClient, o ContractOpti
 }
 
 // Contract is the contract step recorded with an identity (its record's keys contractedAt and contractJob, beside
-// those of Entry): when it succeeded and which Job ran it.
+// those of Entry): when it succeeded and which Job ran it. Of a contract that started and has not succeeded
+// (ContractBegan: contractStartedAt and contractStartJob), Done is false and At and Job are its start's.
 type Contract struct {
-	At  time.Time
-	Job string
+	At   time.Time
+	Job  string
+	Done bool
 }
 
 type wireContract struct {
-	ContractedAt string `json:"contractedAt"`
-	ContractJob  string `json:"contractJob"`
+	ContractedAt      string `json:"contractedAt"`
+	ContractJob       string `json:"contractJob"`
+	ContractStartedAt string `json:"contractStartedAt"`
+	ContractStartJob  string `json:"contractStartJob"`
+}
+
+// ContractBegan returns the contract step of an identity's record that succeeded (Done) or, failing that, one
+// that started and has not succeeded: it runs, or it failed or was stopped halfway. Either may have changed the
+// schema under the older identities' code. A record written anew holds neither.
+func ContractBegan(value string) (Contract, bool) {
+	if c, ok := ContractOf(value); ok {
+		return c, true
+	}
+	var w wireContract
+	if err := json.Unmarshal([]byte(value), &w); err != nil || w.ContractStartedAt == "" {
+		return Contract{}, false
+	}
+	at, err := time.Parse(time.RFC3339, w.ContractStartedAt)
+	if err != nil {
+		return Contract{}, false
+	}
+	return Contract{At: at, Job: w.ContractStartJob}, true
 }
 
 // ContractOf returns the contract step recorded in an identity's record value, and whether one is. A record
@@ -93,10 +127,10 @@ func ContractOf(value string) (Contract, bool) {
 	if err != nil {
 		return Contract{}, false
 	}
-	return Contract{At: at, Job: w.ContractJob}, true
+	return Contract{At: at, Job: w.ContractJob, Done: true}, true
 }
 
-func contractOnce(ctx context.Context, client ConfigMapClient, o ContractOptions) error {
+func contractOnce(ctx context.Context, client ConfigMapClient, o ContractOptions, atKey, jobKey string) error {
 	cm, err := client.Get(ctx, o.ConfigMap, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%w: the ConfigMap does not exist", ErrNotRecorded)
@@ -108,13 +142,13 @@ func contractOnce(ctx context.Context, client ConfigMapClient, o ContractOptions
 	if !found {
 		return ErrNotRecorded
 	}
-	// every key of the record stays as it is: the contract's two are added beside them
+	// every key of the record stays as it is: the contract's two are set beside them
 	var fields map[string]any
 	if err := json.Unmarshal([]byte(value), &fields); err != nil {
 		return fmt.Errorf("%w: its record does not decode: %w", ErrNotRecorded, err)
 	}
-	fields["contractedAt"] = o.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")
-	fields["contractJob"] = o.Job
+	fields[atKey] = o.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	fields[jobKey] = o.Job
 	b, err := json.Marshal(fields)
 	if err != nil {
 		return fmt.Errorf("encode the record: %w", err)

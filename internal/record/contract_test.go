@@ -41,7 +41,34 @@ func TestWriteContractedKeepsTheRecordAndAddsWhenAndByWhichJob(t *testing.T) {
 	assert.Equal(t, want, e, "the record's own keys")
 	c, ok := record.ContractOf(value)
 	require.True(t, ok, value)
-	assert.Equal(t, record.Contract{At: now.Add(time.Minute), Job: "shop-app-contract-aaaaaaaaaa"}, c)
+	assert.Equal(t, record.Contract{At: now.Add(time.Minute), Job: "shop-app-contract-aaaaaaaaaa", Done: true}, c)
+}
+
+// A contract's start is recorded before its command runs: from then on it counts against older identities
+// (ContractBegan) although it is not done (ContractOf) until it succeeds, which keeps the start beside it.
+func TestAContractsStartCountsAsBegunButNotDoneUntilItSucceeds(t *testing.T) {
+	want := record.Entry{CompletedAt: now, Job: "shop-app-migrate", Database: "db1", JobCreated: now.Add(-time.Minute)}
+	cs := fake.NewClientset(configMap(map[string]string{"aaaaaaaaaa": entry(t, want)}))
+	client := cs.CoreV1().ConfigMaps(ns)
+	value := func() string { return data(t, cs)["aaaaaaaaaa"] }
+	if _, ok := record.ContractBegan(value()); ok {
+		t.Fatalf("a record without a contract has begun one: %s", value())
+	}
+	require.NoError(t, record.WriteContractStarted(context.Background(), client, contractOptions("aaaaaaaaaa")))
+	began, ok := record.ContractBegan(value())
+	require.True(t, ok, value())
+	assert.Equal(t, record.Contract{At: now.Add(time.Minute), Job: "shop-app-contract-aaaaaaaaaa"}, began, "begun, not done")
+	if _, done := record.ContractOf(value()); done {
+		t.Errorf("a contract that only started is done: %s", value())
+	}
+	e, err := record.Decode(value())
+	require.NoError(t, err)
+	assert.Equal(t, want, e, "the record's own keys")
+	require.NoError(t, record.WriteContracted(context.Background(), client, contractOptions("aaaaaaaaaa")))
+	began, ok = record.ContractBegan(value())
+	require.True(t, ok, value())
+	assert.True(t, began.Done, "the contract succeeded: %s", value())
+	assert.Contains(t, value(), `"contractStartedAt"`, "the start stays beside the success")
 }
 
 func TestWriteContractedRefusesAnIdentityWhoseMigrationIsNotRecorded(t *testing.T) {

@@ -234,8 +234,10 @@ func (r Report) Write(w io.Writer) error {
 				continue
 			}
 			contract := "-"
-			if c, ok := record.ContractOf(data[id]); ok {
+			if c, ok := record.ContractBegan(data[id]); ok && c.Done {
 				contract = fmt.Sprintf("contracted %s by Job %s", stamp(c.At), c.Job)
+			} else if ok {
+				contract = fmt.Sprintf("started %s by Job %s, not completed (older identities are refused)", stamp(c.At), c.Job)
 			} else if j, ok := contractJob(r.Jobs, id); ok {
 				contract = fmt.Sprintf("pending: Job %s %s", j.Name, jobState(j))
 			}
