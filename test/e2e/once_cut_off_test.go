@@ -91,7 +91,8 @@ func TestAMigrationCutOffFromTheAPIServerFinishesAndTheNextWaitsForItsPodToEnd(t
 	waitForLog(t, ns, secondJob.Name, "may still be running (its pod "+holder.Name+" is Running", 90*time.Second)
 	time.Sleep(5 * time.Second) // a few more polls of the waiter under the cut
 	heal()
-	res.Numbers["cutOffSec"] = time.Since(cut).Seconds()
+	cutFor := time.Since(cut)
+	res.Numbers["cutOffSec"] = cutFor.Seconds()
 	if still := r.PsqlInt("select count(*) from demo_migrate_runs where identity = '" + first + "'"); still != 0 {
 		t.Fatalf("the first migration finished before the cut healed (%d runs): the cut did not last through its run, so this proves nothing", still)
 	}
@@ -151,7 +152,7 @@ func TestAMigrationCutOffFromTheAPIServerFinishesAndTheNextWaitsForItsPodToEnd(t
 		t.Errorf("schema_migrations holds %q, want 1..4 once each", got)
 	}
 	t.Logf("the first migration's pod was cut off from the API server for %s; it finished and was recorded, and the second waited for it",
-		time.Since(cut).Round(time.Second))
+		cutFor.Round(time.Second))
 }
 
 // jobPod is the running pod of Job job.
