@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/premigrate/premigrate/internal/record"
 	"github.com/premigrate/premigrate/test/framework"
@@ -67,9 +67,10 @@ func TestARollbackWhileTheContractRunsStartsNoOlderPod(t *testing.T) {
 		t.Fatalf("v2's contract started at %s, after the undo at %s: the undo did not come while it ran, so this proves nothing", rows[0].startedAt, undone)
 	}
 	// the v1 pods the undo created: they exist, and they were held the whole time
+	var held []corev1.Pod
 	framework.WaitUntil(t, "the undo's v1 pods to be created", time.Minute, func(ctx context.Context) (bool, error) {
-		pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "premigrate.io/identity=" + v1})
-		return err == nil && len(pods.Items) > 0, err
+		held = r.AppPods(ctx, v1)
+		return len(held) > 0, nil
 	})
 	time.Sleep(10 * time.Second) // the gate's retries of the held pods, after the contract completed
 	started := r.PsqlInt("select count(*) from demo_pod_starts p, demo_contracts c where c.app_version = 2 and p.app_version = 1 and p.connected_at >= c.started_at")
@@ -77,9 +78,11 @@ func TestARollbackWhileTheContractRunsStartsNoOlderPod(t *testing.T) {
 	if started != 0 {
 		t.Errorf("%d v1 app processes connected to the database after v2's contract started: a rollback during the contract started older code on a schema being contracted", started)
 	}
-	out, err := env.Run.Run(t, env.Kubectl, "logs", "-n", ns, "-l", "premigrate.io/identity="+v1, "-c", "wait-for-migration", "--tail=20", "--prefix")
-	if err != nil || !strings.Contains(out, "contract") {
-		t.Logf("the held v1 pods' gate (%v):\n%s", err, out)
+	for _, p := range held {
+		out, err := env.Run.Run(t, env.Kubectl, "logs", "-n", ns, p.Name, "-c", "wait-for-migration", "--tail=5")
+		if err != nil || !strings.Contains(out, "SchemaContracted") && !strings.Contains(out, "contract") {
+			t.Logf("the held v1 pod %s's gate does not name the contract (%v):\n%s", p.Name, err, out)
+		}
 	}
 
 	// forward again: v2 serves, and its pods started after its contract
