@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -382,4 +383,30 @@ func TestPushRefusesAReferenceOutsideThePublishedRegistry(t *testing.T) {
 	d, err = destination("ghcr.io/premigrate/gate:1.2.3", "")
 	require.NoError(t, err)
 	assert.Equal(t, "ghcr.io/premigrate/gate:1.2.3", d)
+}
+
+// The workflows run third-party actions with the publishing token's rights: each is pinned by the commit it
+// runs (a tag can be moved to other code), with its version beside it in a comment.
+func TestEveryActionTheWorkflowsUseIsPinnedByItsCommit(t *testing.T) {
+	files, err := filepath.Glob("../../.github/workflows/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no workflows found (%v)", err)
+	}
+	uses := regexp.MustCompile(`^\s*-?\s*uses:\s*(\S+)(.*)$`)
+	pinned := regexp.MustCompile(`^[\w.-]+/[\w./-]+@[0-9a-f]{40}$`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			m := uses.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			if !pinned.MatchString(m[1]) || !strings.Contains(m[2], "# v") {
+				t.Errorf("%s:%d: %s is not pinned by a commit with its version in a comment (owner/action@<40 hex> # vX.Y.Z)", filepath.Base(f), i+1, m[1])
+			}
+		}
+	}
 }
