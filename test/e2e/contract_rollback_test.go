@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/premigrate/premigrate/internal/record"
 	"github.com/premigrate/premigrate/test/framework"
 )
 
@@ -45,12 +44,13 @@ func TestARollbackWhileTheContractRunsStartsNoOlderPod(t *testing.T) {
 
 	upgrade := deployAsync(r, values("v2", true))
 	var v2 string
-	framework.WaitUntil(t, "v2's contract to start its command", 4*time.Minute, func(ctx context.Context) (bool, error) {
+	// the contract's command runs: the demo says so itself, from inside its transaction
+	framework.WaitUntil(t, "v2's contract command to run", 4*time.Minute, func(ctx context.Context) (bool, error) {
 		if v2 = r.AppIdentity(ctx); v2 == v1 {
 			return false, nil
 		}
-		_, began := record.ContractBegan(r.Records(ctx)[v2])
-		return began, nil
+		out, err := env.Run.Stdout(t, env.Kubectl, "logs", "-n", ns, "job/"+r.Fullname()+"-contract", "-c", "contract")
+		return err == nil && strings.Contains(out, "DEMO_CONTRACT_DELAY: sleeping"), nil
 	})
 	undone := time.Now()
 	env.Run.Must(t, env.Kubectl, "rollout", "undo", "deployment/"+r.Fullname(), "-n", ns)
