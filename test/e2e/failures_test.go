@@ -103,7 +103,7 @@ func TestAMigrationStoppedMidRunIsNeverRecordedEvenWhenItExitsZero(t *testing.T)
 	start := time.Now()
 	env.Run.Must(t, env.Helm3, "upgrade", r.Name, env.Chart, "-n", ns, "--values", r.ValuesFile(slow))
 	id := r.AppIdentity(ctx)
-	job := r.Fullname() + "-migrate-" + id
+	job := appMigrationJob(ctx, r)
 	key := migrate.LockKey
 	framework.WaitUntil(t, "the migration of "+id+" to run (it holds the migrations' lock)", 3*time.Minute, func(context.Context) (bool, error) {
 		return r.PsqlInt(fmt.Sprintf("select count(*) from pg_locks where locktype = 'advisory' and granted and classid = %d and objid = %d",

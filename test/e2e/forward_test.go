@@ -76,7 +76,7 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 		"postgresql": map[string]any{"auth": map[string]any{"password": "pruned-test-password"}},
 	})
 	r.MustDeploy(base)
-	first := r.AppIdentity(ctx)
+	first, firstJob := r.AppIdentity(ctx), appMigrationJob(ctx, r)
 	r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	second := r.AppIdentity(ctx)
 	data := r.Records(ctx)
@@ -87,7 +87,7 @@ func TestARollbackPastTheKeptRecordsIsRefusedNamingKeepRecords(t *testing.T) {
 
 	start := time.Now()
 	env.Run.Must(t, env.Helm4, "rollback", r.Name, "1", "-n", ns)
-	job := r.Fullname() + "-migrate-" + first
+	job := firstJob
 	framework.WaitUntil(t, "the re-created Job "+job+" to fail", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		j, err := env.Client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return err == nil && jobFailed(j), nil

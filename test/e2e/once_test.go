@@ -266,7 +266,7 @@ func TestTheFirstUpgradeWaitsForTheInstallsMigrationStillRunning(t *testing.T) {
 				"migration": map[string]any{"env": []any{framework.EnvVar("DEMO_MIGRATION_DELAY", "15s")}},
 			})
 			env.Run.Must(t, h.bin, "install", r.Name, env.Chart, "-n", ns, "--values", r.ValuesFile(install)) // no --wait
-			installJob := r.Fullname() + "-migrate-" + r.AppIdentity(ctx)
+			installJob := appMigrationJob(ctx, r)
 			framework.WaitUntil(t, "the install's migration to run", 2*time.Minute, func(ctx context.Context) (bool, error) {
 				pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + installJob})
 				if err != nil {

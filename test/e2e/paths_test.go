@@ -40,10 +40,11 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 		{"image": map[string]any{"tag": "v4"}},
 		{"image": map[string]any{"tag": "v5"}},
 		// the gate mounted as an image volume instead of copied by the install-gate init container: a new Job
-		// spec, so a new identity and a new Job, never a patch
+		// spec of the same identity, so a new Job (never a patch) whose gate runs nothing again
 		{"image": map[string]any{"tag": "v5"}, "gate": map[string]any{"delivery": "imageVolume"}},
 	}
 	var last []byte
+	prevID, runs := "", 0
 	for i, s := range steps {
 		start := time.Now()
 		last = r.Template(framework.Merge(base, s))
@@ -52,16 +53,22 @@ func TestTemplateAndKubectlApplyInJobModeNeverConflictsAndGatesEveryRollout(t *t
 		id := r.AppIdentity(ctx)
 		// the gate lets pods go on the record, written just before the Job's pod exits: the Job's own
 		// status may follow a moment later
-		name := r.Fullname() + "-migrate-" + id
+		name := appMigrationJob(ctx, r)
 		framework.WaitUntil(t, "Job "+name+" to succeed", time.Minute, func(ctx context.Context) (bool, error) {
 			job, err := env.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				return false, fmt.Errorf("apply %d: the Job named by identity %s: %w", i+1, id, err)
+				return false, fmt.Errorf("apply %d: the Job of identity %s: %w", i+1, id, err)
 			}
 			return job.Status.Succeeded == 1, nil
 		})
 		r.AssertWitness(ctx, id)
-		if job := r.MigrationJob(ctx, id); job != nil {
+		if n := r.PsqlInt("select count(*) from demo_migrate_runs"); id == prevID && n != runs {
+			t.Errorf("apply %d: the migration ran %d times, was %d: a new Job of the recorded identity %s ran it again", i+1, n, runs, id)
+		} else {
+			runs = n
+		}
+		prevID = id
+		if job, err := env.Client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
 			_, mounted := s["gate"]
 			if got := len(job.Spec.Template.Spec.InitContainers) == 0; got != mounted {
 				t.Errorf("apply %d: Job %s has %d init containers; the gate should be an image volume: %v", i+1, name, len(job.Spec.Template.Spec.InitContainers), mounted)
@@ -105,7 +112,7 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	// migration on the v2 schema would fail
 	base := framework.Merge(framework.BaseValues(), map[string]any{"env": []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")}})
 	r.MustDeploy(base)
-	firstID := r.AppIdentity(ctx)
+	firstID, firstJob := r.AppIdentity(ctx), appMigrationJob(ctx, r)
 	r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 	load := env.StartLoad(t, ns, r.Fullname())
 	start := time.Now()
@@ -120,7 +127,7 @@ func TestRollbackServesAndTheNextUpgradeWorks(t *testing.T) {
 	}
 	// revision 1 (the install with the embedded database) has a plain Job: the rollback creates it again,
 	// and it must skip the recorded migration instead of running v1's against the v2 schema
-	installJob := r.Fullname() + "-migrate-" + firstID
+	installJob := firstJob
 	assertSkipped(ctx, r, installJob, 2, 2)
 	r.AssertWitness(ctx, firstID)
 	// roll forward again: the v1 pods run on schema 2 (their own plus one), the hook finds nothing to apply
@@ -188,6 +195,21 @@ func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *te
 }
 
 // waitingInGate is true when the pod's wait-for-migration init container is running.
+// appMigrationJob is the migration Job the app's pod template waits for (its annotation
+// premigrate.io/migration-job): a plain Job is named by the hash of its spec, not by the identity.
+func appMigrationJob(ctx context.Context, r *framework.Release) string {
+	r.T.Helper()
+	d, err := env.Client.AppsV1().Deployments(r.Namespace).Get(ctx, r.Fullname(), metav1.GetOptions{})
+	if err != nil {
+		r.T.Fatalf("getting the app Deployment: %v", err)
+	}
+	name := d.Spec.Template.Annotations["premigrate.io/migration-job"]
+	if name == "" {
+		r.T.Fatalf("the app Deployment %s names no migration Job (annotation premigrate.io/migration-job)", d.Name)
+	}
+	return name
+}
+
 func waitingInGate(p corev1.Pod) bool {
 	for _, s := range p.Status.InitContainerStatuses {
 		if s.Name == "wait-for-migration" && s.State.Running != nil {

@@ -127,7 +127,7 @@ func TestAMigrationJobThatCannotReadTheRecordsRunsNothing(t *testing.T) {
 	})
 	r.MustDeploy(values)
 	id := r.AppIdentity(ctx)
-	job := r.Fullname() + "-migrate-" + id
+	job := appMigrationJob(ctx, r)
 	runs := r.PsqlInt("select count(*) from demo_migrate_runs")
 
 	// the Job's manifest as Helm applied it, to re-create it as a revert or a TTL's re-apply would

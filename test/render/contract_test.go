@@ -1,6 +1,7 @@
 package render
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +99,21 @@ func TestAChangedContractIsANewJobAndLeavesTheIdentityAlone(t *testing.T) {
 	assert.NotEqual(t, contractJob(t, a).Name, contractJob(t, b).Name, "a patch of an immutable Job otherwise")
 	assert.Equal(t, a.deployment(t).Spec.Template.Annotations["premigrate.io/identity"], b.deployment(t).Spec.Template.Annotations["premigrate.io/identity"])
 	assert.Equal(t, []string{"--drop"}, container(t, contractJob(t, b).Spec.Template.Spec.Containers, "contract").Args)
+}
+
+// The contract's plain Job is the migration Job's pod with `gate contract` in it: a new gate image, or other
+// limits of the migration's pod, are a new pod template of the same identity, so they must be another name too.
+func TestInJobModeAContractJobWithAnotherPodTemplateIsAnotherJob(t *testing.T) {
+	values := "migration: {mode: job, contract: {command: [/demo, contract]}%s}\npostgresql: {auth: {password: pw}}\n%s"
+	a := render(t, renderOptions{upgrade: true, values: fmt.Sprintf(values, "", "")})
+	for what, v := range map[string][2]string{
+		"a new gate image":          {"", "gate: {image: {tag: other}}"},
+		"the migration's resources": {", resources: {requests: {cpu: 20m}}", ""},
+	} {
+		b := render(t, renderOptions{upgrade: true, values: fmt.Sprintf(values, v[0], v[1])})
+		assert.Equal(t, a.deployment(t).Spec.Template.Annotations["premigrate.io/identity"], b.deployment(t).Spec.Template.Annotations["premigrate.io/identity"], "%s: the same identity", what)
+		assert.NotEqual(t, contractJob(t, a).Name, contractJob(t, b).Name, "%s: a patch of an immutable contract Job otherwise", what)
+	}
 }
 
 func TestTheContractsRoleReadsTheRolloutAndItsRecordsPostsEventsAndNothingElse(t *testing.T) {

@@ -72,6 +72,8 @@ type renderOptions struct {
 	chart string
 	// records names the records ConfigMap an upgrade finds; empty means the premigrate chart's.
 	records string
+	// chartVersion overrides the chart's version (a release of the chart after this one).
+	chartVersion string
 }
 
 // object is one rendered document, decoded strictly.
@@ -160,6 +162,9 @@ func renderValues(o renderOptions) (*result, error) {
 	ch, err := loadChart(dir)
 	if err != nil {
 		return nil, err
+	}
+	if o.chartVersion != "" {
+		ch.Metadata.Version = o.chartVersion
 	}
 	vals, err := chartutil.ReadValues([]byte(o.values))
 	if err != nil {
@@ -396,6 +401,13 @@ func envNames(env []corev1.EnvVar) []string {
 }
 
 // identityOf is the identity the chart rendered on the migration Job.
+// isPlainJobName reports whether name is <prefix>-migrate-<10 hex characters>: a plain Job, named by the hash of
+// its spec (premigrate-lib.computeJobHash), so that a changed pod template is a new Job.
+func isPlainJobName(prefix, name string) bool {
+	h, ok := strings.CutPrefix(name, prefix+"-migrate-")
+	return ok && regexpHex10(h)
+}
+
 func identityOf(t *testing.T, r *result) string {
 	t.Helper()
 	id := r.job(t).Labels["premigrate.io/identity"]

@@ -7,9 +7,11 @@ import (
 	"testing"
 )
 
-// The identity is a hash of the migration Job's spec: it moves with the image, the command, the args, the
-// env, the database and the rest of the Job's pod template, and stays put for anything else.
-func TestTheIdentityChangesWithTheMigrationJobSpecOnly(t *testing.T) {
+// The identity is a hash of the migration's inputs: it moves with the image, the command, the args, the env
+// (the database's Secret included) and the envFrom, and stays put for anything else. A change of the rest of the
+// Job's pod template (its limits, the gate's image and delivery) is a new plain Job of the same identity: the
+// gate finds its migration recorded and runs nothing again.
+func TestTheIdentityChangesWithTheMigrationsInputsOnly(t *testing.T) {
 	base := identityOf(t, render(t, renderOptions{}))
 	if !regexpHex10(base) {
 		t.Fatalf("identity %q is not 10 hex characters", base)
@@ -27,10 +29,7 @@ func TestTheIdentityChangesWithTheMigrationJobSpecOnly(t *testing.T) {
 		"the envFrom":           "envFrom: [{configMapRef: {name: x}}]",
 		"the database":          externalDB,
 		"the database key":      "postgresql: {enabled: false}\ndatabase: {existingSecret: prod-db, existingSecretKey: dsn}",
-		"migration limits":      "migration: {backoffLimit: 5, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0}",
-		"migration resources":   "migration: {resources: {requests: {cpu: 20m}}}",
-		"the gate image":        "gate: {image: {tag: other}}",
-		"the gate delivery":     "gate: {delivery: imageVolume}",
+		"the identityExtra":     "migration: {identityExtra: {schemaFiles: abc123}}",
 	}
 	seen := map[string]string{base: "the defaults"}
 	for what, values := range changes {
@@ -52,6 +51,32 @@ func TestTheIdentityChangesWithTheMigrationJobSpecOnly(t *testing.T) {
 		"the upgrade flag":   "",
 		"the migration mode": "migration: {mode: job}\npostgresql: {auth: {password: pw}}",
 		"the service":        "service: {port: 9000}",
+	}
+	mechanics := map[string]string{
+		"migration limits":          "migration: {backoffLimit: 5, activeDeadlineSeconds: 60, ttlSecondsAfterFinished: 0}",
+		"migration resources":       "migration: {resources: {requests: {cpu: 20m}}}",
+		"the migration pull policy": "migration: {image: {pullPolicy: Always}}",
+		"the fail-fast codes":       "migration: {failFastExitCodes: [7]}",
+		"the kept records":          "migration: {keepRecords: 5}",
+		"the gate image":            "gate: {image: {tag: other}}",
+		"the gate's resources":      "gate: {resources: {requests: {cpu: 5m}}}",
+		"the gate delivery":         "gate: {delivery: imageVolume}",
+		"the migration pod":         "migration: {nodeSelector: {pool: db}}",
+		"the chart's version":       "",
+	}
+	baseJob := render(t, renderOptions{}).job(t).Name
+	for what, values := range mechanics {
+		o := renderOptions{values: values}
+		if what == "the chart's version" {
+			o.chartVersion = "9.9.9"
+		}
+		r := render(t, o)
+		if id := identityOf(t, r); id != base {
+			t.Errorf("changing %s moves the identity from %s to %s", what, base, id)
+		}
+		if job := r.job(t).Name; job == baseJob && what != "the chart's version" {
+			t.Errorf("changing %s keeps the plain Job %s: a patch of its immutable pod template", what, job)
+		}
 	}
 	for what, values := range same {
 		id := identityOf(t, render(t, renderOptions{values: values, upgrade: what == "the upgrade flag"}))

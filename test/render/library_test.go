@@ -40,7 +40,7 @@ func TestTheExampleChartTakesTheWholeMigrationMachineryFromTheLibrary(t *testing
 	job := r.job(t)
 	id := job.Labels["premigrate.io/identity"]
 	require.Len(t, id, 10)
-	assert.Equal(t, "demo-ledger-migrate-"+id, job.Name, "an install runs a plain Job named by its identity")
+	assert.True(t, isPlainJobName("demo-ledger", job.Name), "an install runs a plain Job named by its spec: %s", job.Name)
 	migrate := container(t, job.Spec.Template.Spec.Containers, "migrate")
 	assert.Equal(t, "premigrate/ledger:1.0.0", migrate.Image)
 	assert.Equal(t, []string{"/ledger", "migrate", "--to", "1"}, afterDashes(migrate.Command, migrate.Args))
@@ -83,10 +83,12 @@ func TestTheLibrarysPreInstallHookIsOptIn(t *testing.T) {
 	assert.Equal(t, "pre-install,pre-upgrade", renderLedger(t, "migrations: {preInstallHook: true}\n", true).job(t).Annotations["helm.sh/hook"])
 }
 
-// TestTheMigrationPodIsConfigurableAndEachSettingIsPartOfTheIdentity sets each migration-pod value of the
-// premigrate chart (which maps them onto the library's pod values) and reads it back from the Job.
-func TestTheMigrationPodIsConfigurableAndEachSettingIsPartOfTheIdentity(t *testing.T) {
-	base := render(t, renderOptions{}).job(t).Labels["premigrate.io/identity"]
+// TestTheMigrationPodIsConfigurableAndEachSettingIsANewJobOfTheSameIdentity sets each migration-pod value of
+// the premigrate chart (which maps them onto the library's pod values) and reads it back from the Job: a new
+// plain Job (never a patch of an immutable pod template), and the same identity (no migration runs again).
+func TestTheMigrationPodIsConfigurableAndEachSettingIsANewJobOfTheSameIdentity(t *testing.T) {
+	baseJob := render(t, renderOptions{}).job(t)
+	base := baseJob.Labels["premigrate.io/identity"]
 	cases := []struct {
 		name   string
 		values string
@@ -151,7 +153,8 @@ func TestTheMigrationPodIsConfigurableAndEachSettingIsPartOfTheIdentity(t *testi
 		t.Run(c.name, func(t *testing.T) {
 			job := render(t, renderOptions{values: c.values}).job(t)
 			c.check(t, job)
-			assert.NotEqual(t, base, job.Labels["premigrate.io/identity"], "the setting is part of the identity")
+			assert.Equal(t, base, job.Labels["premigrate.io/identity"], "the setting is no input of the migration")
+			assert.NotEqual(t, baseJob.Name, job.Name, "the setting is part of the Job's spec: a new plain Job")
 		})
 	}
 }

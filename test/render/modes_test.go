@@ -12,17 +12,17 @@ postgresql: {auth: {password: s3cret}}
 
 // Behaviour 3: migration.mode job and argocd, and migration.enabled=false.
 func TestTheJobAndArgoCDModesAndADisabledMigration(t *testing.T) {
-	t.Run("job mode renders only plain objects and a Job named by the identity", func(t *testing.T) {
+	t.Run("job mode renders only plain objects and a Job named by its spec", func(t *testing.T) {
 		for _, upgrade := range []bool{false, true} {
 			r := render(t, renderOptions{values: "migration: {mode: job}\npostgresql: {auth: {password: pw}}", upgrade: upgrade})
-			id := identityOf(t, r)
-			if job := r.job(t); job.Name != fullname+"-migrate-"+id {
+			job := r.job(t)
+			if !isPlainJobName(fullname, job.Name) {
 				t.Errorf("upgrade=%v: job name %q", upgrade, job.Name)
 			}
 			assertNoHookAnnotations(t, r)
 			// the ServiceAccount keeps one name (a cloud IAM binding names it); the Role and RoleBinding carry the
 			// Job's, so that they live as long as it does
-			for kind, name := range map[string]string{"ServiceAccount": fullname + "-migrate", "Role": fullname + "-migrate-" + id, "RoleBinding": fullname + "-migrate-" + id} {
+			for kind, name := range map[string]string{"ServiceAccount": fullname + "-migrate", "Role": job.Name, "RoleBinding": job.Name} {
 				if _, ok := r.find(kind, name); !ok {
 					t.Errorf("no %s %s", kind, name)
 				}

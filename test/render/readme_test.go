@@ -182,8 +182,8 @@ func TestTheDesignNamesEveryInputTheLibraryHashesIntoTheIdentity(t *testing.T) {
 		atLeast []string
 	}{
 		{"the $migration dict", "premigrate-lib.computeIdentity", "$migration := dict", quoted, []string{"image", "command", "env"}},
-		{"the $job dict", "premigrate-lib.computeIdentity", "$job := dict", quoted, []string{"backoffLimit", "ttl"}},
-		{"the $pod dict", "premigrate-lib.computeIdentity", "$pod := dict", quoted, []string{"gateImage", "gateDelivery", "pod"}},
+		{"the $job dict of the Job's spec hash", "premigrate-lib.computeJobHash", "$job := dict", quoted, []string{"backoffLimit", "ttl"}},
+		{"the $pod dict of the Job's spec hash", "premigrate-lib.computeJobHash", "$pod := dict", quoted, []string{"gateImage", "gateDelivery", "pod"}},
 		{"the pod values of lists and maps", "premigrate-lib.config", "range $k := list", quoted, []string{"nodeSelector", "tolerations", "sidecars"}},
 		{"the other pod values", "premigrate-lib.config", `set $p "`, regexp.MustCompile(`set \$p "(\w+)"`),
 			[]string{"priorityClassName", "securityContext", "containerSecurityContext"}},

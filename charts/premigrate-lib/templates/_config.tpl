@@ -48,7 +48,7 @@ key, and the chart's default does not come back), a key the chart of an older re
 {{- else if not $full -}}
 {{- $full = ternary $root.Release.Name (printf "%s-%s" $root.Release.Name $root.Chart.Name) (contains $root.Chart.Name $root.Release.Name) -}}
 {{- end -}}
-{{- /* at most 40 characters: the longest derived name, <fullname>-migrate-<identity>, is also the value of the
+{{- /* at most 40 characters: the longest derived name, <fullname>-migrate-<spec hash>, is also the value of the
 Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 characters and gets a dash and
 6 hex characters of its sha256, so two long names that share a prefix never collide. */ -}}
 {{- if gt (len $full) 40 -}}
@@ -142,6 +142,7 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- include "premigrate-lib.validate" $c -}}
 {{- /* derived */ -}}
 {{- $_ = set $c "identity" (include "premigrate-lib.computeIdentity" $c) -}}
+{{- $_ = set $c "jobHash" (include "premigrate-lib.computeJobHash" $c) -}}
 {{- $_ = set $c "recordsState" (include "premigrate-lib.recordsState" $c) -}}
 {{- /* hook mode: a pre-upgrade hook, or, on an install or an upgrade that finds no records ConfigMap, a plain
 Job that the gate holds the pods for (the embedded database does not exist before the release), unless
@@ -163,7 +164,7 @@ preInstallHook: then always the hook, pre-install and pre-upgrade (docs/design.m
 that finds none (a pre-install hook, helm template) must not: Helm's install creates the release's objects
 after its hooks and fails on one that already exists. The store keeps the records either way. */ -}}
 {{- $_ = set $c "createRecords" (not (and (eq $kind "hook") (eq $c.recordsState "missing"))) -}}
-{{- $_ = set $c "jobName" (ternary (printf "%s-%s" $c.migrateName $c.identity) $c.migrateName (eq $kind "plain")) -}}
+{{- $_ = set $c "jobName" (ternary (printf "%s-%s" $c.migrateName $c.jobHash) $c.migrateName (eq $kind "plain")) -}}
 {{- /* the migration's Role and RoleBinding beside a plain Job carry its name: they live as long as that Job
 (Helm and Argo CD delete them together; `kubectl apply` keeps both), so a Job still running, or retried, after
 a later deploy can still read itself; beside a hook, the hook's name */ -}}
@@ -200,30 +201,33 @@ Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG ["registry" REGISTRY].
 {{- end }}
 
 {{/*
-The migration identity: the first 10 hex characters of the sha256 of everything the migration Job's pod
-template is made of: what determines the migration (image, pull policy, command, args, env, envFrom) and
-the rest of the Job (resources, retries, deadline, TTL, fail-fast codes, kept records, the database it waits
-for), the pod (the gate image and how it is delivered, security contexts, pull secrets, annotations, labels,
-scheduling, priority, volumes, init containers and sidecars, the ServiceAccount's annotations), the chart's
-version, the library's version and identityExtra. So a changed Job spec is always a new identity, and a plain
-Job a new name: never a patch of an immutable pod template. It is the Job's premigrate.io/identity label, the
-app pods' premigrate.io/identity annotation and the gate's --identity.
+The migration identity: the first 10 hex characters of the sha256 of the migration's inputs, what decides
+which migration runs: the migration's image, command, args, env and envFrom, its check when set, and
+identityExtra. Nothing else about the Job (resources, retries, deadline, TTL, fail-fast codes, kept records,
+the gate's image and delivery, the pod's scheduling, security contexts, volumes and sidecars) nor the chart's or
+the library's version is part of it: a change of those migrates nothing again and holds no pod. It is the Job's
+premigrate.io/identity label, the app pods' premigrate.io/identity annotation and the gate's --identity.
 */}}
 {{- define "premigrate-lib.computeIdentity" -}}
-{{- $migration := dict "image" .image "pullPolicy" .pullPolicy "command" .command "args" .args "env" .env "envFrom" .envFrom -}}
-{{- if .check -}}{{- /* only when set: the identities of charts without a check stay what they were */ -}}
+{{- $migration := dict "image" .image "command" .command "args" .args "env" .env "envFrom" .envFrom -}}
+{{- if .check -}}
 {{- $_ := set $migration "check" .check -}}
 {{- end -}}
-{{- $job := dict "resources" .resources "backoffLimit" .backoffLimit "activeDeadlineSeconds" .activeDeadlineSeconds "ttl" .ttlSecondsAfterFinished "failFast" .failFastExitCodes "keepRecords" .keepRecords "waitForPostgres" .waitForPostgres -}}
-{{- if ne (int .runHistory) 10 -}}{{- /* only when not the default: the identities of charts that keep it stay what they were */ -}}
-{{- $_ := set $job "runHistory" .runHistory -}}
-{{- end -}}
+{{- toJson (dict "migration" $migration "extra" .identityExtra) | sha256sum | trunc 10 -}}
+{{- end }}
+
+{{/*
+The Job's spec hash: the first 10 hex characters of the sha256 of everything the migration Job's pod template
+is made of, the identity included: the rest of the Job (pull policy, resources, retries, deadline, TTL,
+fail-fast codes, kept records, the database it waits for), the pod (the gate image and how it is delivered,
+security contexts, pull secrets, annotations, labels, scheduling, priority, volumes, init containers and
+sidecars, the ServiceAccount's annotations) and the library's version. A plain Job (job mode, an install's Job)
+is named by it: a changed pod template is always a new Job, never a patch of an immutable one.
+*/}}
+{{- define "premigrate-lib.computeJobHash" -}}
+{{- $job := dict "pullPolicy" .pullPolicy "resources" .resources "backoffLimit" .backoffLimit "activeDeadlineSeconds" .activeDeadlineSeconds "ttl" .ttlSecondsAfterFinished "failFast" .failFastExitCodes "keepRecords" .keepRecords "waitForPostgres" .waitForPostgres "runHistory" .runHistory -}}
 {{- $pod := dict "gateImage" .gate.image "gatePullPolicy" .gate.pullPolicy "gateResources" .gate.resources "gateDelivery" .gate.delivery "pod" .pod "serviceAccountAnnotations" .serviceAccountAnnotations -}}
-{{- $versions := dict "chart" .root.Chart.Version "library" (include "premigrate-lib.gateVersion" .) -}}
-{{- if .shared -}}{{- /* every chart of the release computes it: not one chart's version */ -}}
-{{- $versions = dict "library" (include "premigrate-lib.gateVersion" .) "shared" true -}}
-{{- end -}}
-{{- toJson (dict "migration" $migration "job" $job "pod" $pod "versions" $versions "extra" .identityExtra) | sha256sum | trunc 10 -}}
+{{- toJson (dict "identity" .identity "job" $job "pod" $pod "library" (include "premigrate-lib.gateVersion" .)) | sha256sum | trunc 10 -}}
 {{- end }}
 
 {{/*

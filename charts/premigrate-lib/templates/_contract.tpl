@@ -9,8 +9,9 @@ contract.command is set. Every template takes the library's argument (premigrate
 The contract's configuration, from the values' contract key: "premigrate-lib.contractConfig" (dict "in" ARGUMENT
 "c" CONFIG "out" DICT) fills DICT. As a hook (hook and argocd modes) its Job has one name, <fullname>-contract,
 which Helm and Argo CD delete before they create the next (before-hook-creation): one contract Job per release,
-never a patch of an immutable one. A plain Job (job mode) is named by a hash of the identity and the contract's
-values, so a changed contract command is a new Job, and the apply that renders the next removes the previous
+never a patch of an immutable one. A plain Job (job mode) is named by a hash of the migration Job's spec hash
+(the identity, the gate's image and the pod values it shares) and the contract's values, so a changed contract
+command or gate image is a new Job, and the apply that renders the next removes the previous
 one (Helm; `kubectl apply --prune`). Either way the identity (which the app pods and the records carry) stays the
 migration's.
 */}}
@@ -27,7 +28,7 @@ migration's.
 {{- include "premigrate-lib.validateContract" $k -}}
 {{- $_ = set $k "enabled" (and $c.enabled (gt (len $k.command) 0)) -}}
 {{- $_ = set $k "name" (printf "%s-contract" $c.fullname) -}}
-{{- $_ = set $k "jobName" (printf "%s-contract-%s" $c.fullname (toJson (dict "identity" $c.identity "contract" $ct) | sha256sum | trunc 10)) -}}
+{{- $_ = set $k "jobName" (printf "%s-contract-%s" $c.fullname (toJson (dict "job" $c.jobHash "contract" $ct) | sha256sum | trunc 10)) -}}
 {{- if has $c.mode (list "hook" "argocd") -}}
 {{- $_ = set $k "jobName" $k.name -}}
 {{- end -}}

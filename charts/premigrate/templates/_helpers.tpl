@@ -7,7 +7,7 @@ Chart name, used in the app.kubernetes.io/name label.
 
 {{/*
 Prefix of every resource name, at most 40 characters: the longest derived name,
-<fullname>-migrate-<identity>, is also the value of the Job's batch.kubernetes.io/job-name label,
+<fullname>-migrate-<spec hash>, is also the value of the Job's batch.kubernetes.io/job-name label,
 which must stay within 63 characters. A longer name is cut to 33 characters and given a dash and the
 first 6 hex characters of its sha256, so two long release names that share a prefix never collide.
 */}}
@@ -265,6 +265,7 @@ the data without persistence), or the external database's URL */ -}}
   "keepRecords" $m.keepRecords
   "runHistory" $m.runHistory
   "check" $m.check
+  "identityExtra" $m.identityExtra
   "waitForPostgres" (ternary (printf "%s:5432" (include "premigrate.postgresqlName" $root)) "" $V.postgresql.enabled)
   "preInstallHook" (ternary (not $V.postgresql.enabled) $m.preInstallHook (kindIs "invalid" $m.preInstallHook))
   "pod" $pod
