@@ -7,8 +7,8 @@ premigrate-lib: every public template takes one argument, a dict:
   name      optional: the app.kubernetes.io/name label (default: the chart's name)
   shared    optional: true when workloads of several charts of one release (a parent and its subcharts) are
             gated by one migration. Each chart passes the same values (e.g. .Values.global.premigrate) and
-            computes the same names and identity: the identity leaves out the chart's version (a subchart's is
-            not its parent's), fullname defaults to the release's name, and image.tag (or digest) is required
+            computes the same names and identity (no chart's version is part of the identity or of the
+            Job's spec hash), fullname defaults to the release's name, and image.tag (or digest) is required
 
 "premigrate-lib.config" resolves that dict into the configuration every template reads: the values with
 their defaults, the names, the identity and how the Job is rendered. A template cannot return a dict, so it
