@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,19 +196,25 @@ func TestHelmUpgradeWithoutHooksHoldsThePodsUntilAnUpgradeRunsTheMigration(t *te
 }
 
 // waitingInGate is true when the pod's wait-for-migration init container is running.
-// appMigrationJob is the migration Job the app's pod template waits for (its annotation
-// premigrate.io/migration-job): a plain Job is named by the hash of its spec, not by the identity.
+// appMigrationJob is the migration Job the app's pod template waits for (the --job of its gate, or its
+// annotation premigrate.io/migration-job when the scheduler holds it): a plain Job is named by the hash of its
+// spec, not by the identity.
 func appMigrationJob(ctx context.Context, r *framework.Release) string {
 	r.T.Helper()
 	d, err := env.Client.AppsV1().Deployments(r.Namespace).Get(ctx, r.Fullname(), metav1.GetOptions{})
 	if err != nil {
 		r.T.Fatalf("getting the app Deployment: %v", err)
 	}
-	name := d.Spec.Template.Annotations["premigrate.io/migration-job"]
-	if name == "" {
-		r.T.Fatalf("the app Deployment %s names no migration Job (annotation premigrate.io/migration-job)", d.Name)
+	if name := d.Spec.Template.Annotations["premigrate.io/migration-job"]; name != "" {
+		return name
 	}
-	return name
+	for _, c := range d.Spec.Template.Spec.InitContainers {
+		if i := slices.Index(c.Args, "--job"); c.Name == "wait-for-migration" && i >= 0 && i+1 < len(c.Args) {
+			return c.Args[i+1]
+		}
+	}
+	r.T.Fatalf("the app Deployment %s names no migration Job (its wait-for-migration's --job, or the annotation premigrate.io/migration-job)", d.Name)
+	return ""
 }
 
 func waitingInGate(p corev1.Pod) bool {
