@@ -24,6 +24,7 @@ import (
 
 	"github.com/premigrate/premigrate/internal/child"
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/dbsecret"
 	"github.com/premigrate/premigrate/internal/gate"
 	"github.com/premigrate/premigrate/internal/kubeclient"
 	"github.com/premigrate/premigrate/internal/record"
@@ -105,6 +106,7 @@ type apiClients struct {
 	workloads  func(namespace string) workloadAnnotator
 	heldPods   func(namespace string) ungate.Pods
 	events     func(namespace string) ungate.Events
+	secrets    func(namespace string) dbsecret.Client
 	// rollout observes the rollout of the Deployment called name
 	rollout func(namespace, name string) rollout.Source
 }
@@ -136,6 +138,7 @@ func newAPIClients(k8s k8sFlags, getenv func(string) string) (*apiClients, error
 		workloads:  func(ns string) workloadAnnotator { return c.Workloads(ns) },
 		heldPods:   func(ns string) ungate.Pods { return c.Pods(ns) },
 		events:     func(ns string) ungate.Events { return c.Events(ns) },
+		secrets:    func(ns string) dbsecret.Client { return c.Secrets(ns) },
 		rollout: func(ns, name string) rollout.Source {
 			return rollout.Deployment{Name: name, Deployments: c.Deployments(ns), ReplicaSets: c.ReplicaSets(ns), Pods: c.Pods(ns)}
 		},
@@ -199,6 +202,11 @@ func commands() []command {
 			o := &statusOptions{}
 			o.register(fs)
 			return func(ctx context.Context, e *env, _ []string) error { return runStatus(ctx, o, e) }
+		}},
+		{name: "secret", summary: "give the embedded database's Secret a password and the URL made from it, unless it has one (a chart rendered without a cluster)", bind: func(fs *flag.FlagSet) action {
+			o := &secretOptions{}
+			o.register(fs)
+			return func(ctx context.Context, e *env, _ []string) error { return runSecret(ctx, o, e) }
 		}},
 		{name: "copy", summary: "copy this executable to --to (hands the gate to the migration container)", bind: func(fs *flag.FlagSet) action {
 			o := &copyOptions{}

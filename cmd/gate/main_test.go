@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/dbsecret"
 	"github.com/premigrate/premigrate/internal/rollout"
 	"github.com/premigrate/premigrate/internal/ungate"
 )
@@ -65,6 +66,7 @@ func newHarness(objects ...runtime.Object) *harness {
 				workloads:  func(ns string) workloadAnnotator { return fakeWorkloads{cs: h.cs, ns: ns} },
 				heldPods:   func(ns string) ungate.Pods { return h.cs.CoreV1().Pods(ns) },
 				events:     func(ns string) ungate.Events { return h.cs.CoreV1().Events(ns) },
+				secrets:    func(ns string) dbsecret.Client { return h.cs.CoreV1().Secrets(ns) },
 				rollout: func(ns, name string) rollout.Source {
 					return rollout.Deployment{Name: name, Deployments: h.cs.AppsV1().Deployments(ns), ReplicaSets: h.cs.AppsV1().ReplicaSets(ns), Pods: h.cs.CoreV1().Pods(ns)}
 				},

@@ -7,7 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// SecretClient reads Secrets of one namespace (`gate status`, to name an external database from its URL).
+// SecretClient reads Secrets of one namespace (`gate status`, to name an external database from its URL) and
+// updates them (`gate secret`, to fill the embedded database's).
 type SecretClient = Resource[*corev1.Secret, *corev1.SecretList]
 
 // Secrets returns a Secret client for namespace.

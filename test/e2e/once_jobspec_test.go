@@ -20,8 +20,11 @@ var jobSpecOnlyScenario = scenarios.Declare(framework.Once, framework.CI, "job-s
 // deadline: what a new gate image or a chart upgrade changes), applied with `helm template | kubectl apply` in
 // job mode with a contract step, the path with no hook to delete the previous Job: a new migration Job and a new
 // contract Job of the same identity, never a patch of an immutable pod template, neither of which runs its
-// command again, and the app's new pods start on the schema they find. Evidence the gate does not write: the
-// database's own count of migration runs and contract steps, the API server's Jobs, the witness.
+// command again, and the app's new pods start on the schema they find. The embedded database has no password in
+// the values: the render, the same every time, leaves it to the cluster, and the new Job that fills the Secret
+// (the gate's resources changed it too) keeps the password the database was created with. Evidence the gate
+// does not write: the database's own count of migration runs and contract steps, the API server's Jobs, the
+// database accepting the new pods (the witness).
 func TestAChangeOfTheJobAloneIsANewJobThatMigratesNothingAgain(t *testing.T) {
 	share(t, weightOne, 90*time.Second)
 	res := scenario(t, jobSpecOnlyScenario, env.Kubectl)
@@ -29,9 +32,8 @@ func TestAChangeOfTheJobAloneIsANewJobThatMigratesNothingAgain(t *testing.T) {
 	ns := env.NewNamespace(t, "jobspec", restricted)
 	r := env.NewRelease(t, ns, "app", "")
 	base := framework.Merge(framework.BaseValues(), map[string]any{
-		"image":      map[string]any{"tag": "v2"},
-		"migration":  map[string]any{"mode": "job", "contract": map[string]any{"command": []any{"/demo", "contract"}}},
-		"postgresql": map[string]any{"auth": map[string]any{"password": "jobspec-test-password"}},
+		"image":     map[string]any{"tag": "v2"},
+		"migration": map[string]any{"mode": "job", "contract": map[string]any{"command": []any{"/demo", "contract"}}},
 	})
 	// apply renders values, applies them and waits for the rollout and for every Job of the identity (the
 	// migration and the contract) to complete; it returns the identity and the migration Job's name.
@@ -45,7 +47,22 @@ func TestAChangeOfTheJobAloneIsANewJobThatMigratesNothingAgain(t *testing.T) {
 		res.DurationsSec = append(res.DurationsSec, time.Since(start).Seconds())
 		return id, appMigrationJob(ctx, r)
 	}
+	first := r.Template(base)
+	if second := r.Template(base); string(first) != string(second) {
+		t.Fatal("two renders of the same values without a cluster differ (the embedded database's password?)")
+	}
 	id, job := apply(base)
+	password := func() string {
+		s, err := env.Client.CoreV1().Secrets(ns).Get(ctx, r.Fullname()+"-postgresql", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("reading the database's Secret: %v", err)
+		}
+		return string(s.Data["password"])
+	}
+	made := password()
+	if len(made) != 24 {
+		t.Fatalf("the database's Secret holds a password of %d characters, want the 24 made in the cluster", len(made))
+	}
 	runs := r.PsqlInt("select count(*) from demo_migrate_runs")
 	contracts := r.PsqlInt("select count(*) from demo_contracts")
 	if runs != 1 || contracts != 1 {
@@ -85,6 +102,21 @@ func TestAChangeOfTheJobAloneIsANewJobThatMigratesNothingAgain(t *testing.T) {
 	for _, c := range []string{"migration", "contract"} {
 		if n := len(byComponent[c]); n != 2 {
 			t.Errorf("%d %s Jobs of identity %s after two applies of different Job specs, want 2 (kubectl apply keeps the first)", n, c, id)
+		}
+	}
+	if got := password(); got != made {
+		t.Errorf("the new Job that fills the database's Secret replaced the password the database was created with")
+	}
+	passwordJobs, err := env.Client.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=database-password"})
+	if err != nil {
+		t.Fatalf("listing the Jobs that fill the database's Secret: %v", err)
+	}
+	if n := len(passwordJobs.Items); n != 2 {
+		t.Errorf("%d Jobs filled the database's Secret, want 2: one per gate's pod template", n)
+	}
+	for _, j := range passwordJobs.Items {
+		if j.Status.Succeeded != 1 {
+			t.Errorf("Job %s: %d succeeded, %d failed pods, want 1 and 0", j.Name, j.Status.Succeeded, j.Status.Failed)
 		}
 	}
 	r.AssertWitness(ctx, id)

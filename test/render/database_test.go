@@ -2,12 +2,17 @@ package render
 
 import (
 	"net/url"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -205,14 +210,22 @@ func TestTheDatabasePasswordIsKeptFromTheExistingSecret(t *testing.T) {
 func TestARenderWithoutAClusterNeverGeneratesTheDatabasePassword(t *testing.T) {
 	name := fullname + "-postgresql"
 	defaultNamespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	filledInCluster := existingPasswordSecret("made-in-the-cluster")
+	filledInCluster.Annotations = map[string]string{"premigrate.io/password": "generated-in-cluster"}
+	notFilledYet := existingPasswordSecret("")
+	notFilledYet.Data = nil
+	notFilledYet.Annotations = filledInCluster.Annotations
 	cases := []struct {
 		name      string
 		o         renderOptions
 		generated bool   // a Secret with a new 24-character password
+		inCluster bool   // a Secret without data, and the Job that fills it in the cluster
 		password  string // else, the Secret's password ("" when no Secret is rendered)
 		fails     bool
 	}{
-		{name: "helm template with the defaults refuses", o: renderOptions{noCluster: true}, fails: true},
+		{name: "helm template with the defaults leaves the password to the cluster", o: renderOptions{noCluster: true}, inCluster: true},
+		{name: "helm template in job mode too", o: renderOptions{noCluster: true, values: "migration: {mode: job}"}, inCluster: true},
+		{name: "helm template in argocd mode too", o: renderOptions{noCluster: true, values: "migration: {mode: argocd}"}, inCluster: true},
 		{name: "helm template of an upgrade refuses", o: renderOptions{noCluster: true, upgrade: true}, fails: true},
 		{name: "helm template with a password renders it", o: renderOptions{noCluster: true, values: "postgresql: {auth: {password: given}}"}, password: "given"},
 		{name: "helm template with a Secret of the user's renders none", o: renderOptions{noCluster: true, values: "postgresql: {auth: {existingSecret: db-credentials}}"}},
@@ -220,13 +233,15 @@ func TestARenderWithoutAClusterNeverGeneratesTheDatabasePassword(t *testing.T) {
 		{name: "helm install generates one", o: renderOptions{}, generated: true},
 		{name: "helm install --create-namespace generates one", o: renderOptions{noCluster: true, existing: []runtime.Object{defaultNamespace}}, generated: true},
 		{name: "helm upgrade keeps the Secret's", o: renderOptions{upgrade: true, existing: []runtime.Object{existingPasswordSecret("kept-password")}}, password: "kept-password"},
+		{name: "helm upgrade reads back a password made in the cluster", o: renderOptions{upgrade: true, existing: []runtime.Object{filledInCluster}}, password: "made-in-the-cluster"},
+		{name: "helm upgrade leaves a Secret the cluster has not filled yet to the cluster", o: renderOptions{upgrade: true, existing: []runtime.Object{notFilledYet}}, inCluster: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r, err := renderValues(c.o)
 			if c.fails {
 				if err == nil {
-					t.Fatal("rendered without a cluster and without a password: each render would generate another one")
+					t.Fatal("rendered an upgrade without a cluster and without a password: it cannot show the Secret the upgrade keeps")
 				}
 				for _, want := range []string{"postgresql.auth.password", "rendered without a cluster", "--dry-run=server"} {
 					if !strings.Contains(err.Error(), want) {
@@ -239,7 +254,25 @@ func TestARenderWithoutAClusterNeverGeneratesTheDatabasePassword(t *testing.T) {
 				t.Fatal(err)
 			}
 			sec, ok := r.find("Secret", name)
+			job := false
+			for _, o := range r.ofKind("Job") {
+				job = job || strings.HasPrefix(o.name(), fullname+"-password-")
+			}
+			if job != c.inCluster {
+				t.Errorf("the Job that fills the Secret in the cluster is rendered: %v, want %v", job, c.inCluster)
+			}
 			switch {
+			case c.inCluster:
+				if !ok {
+					t.Fatalf("no Secret %s: the Job fills the chart's, and may not create one", name)
+				}
+				s := sec.obj.(*corev1.Secret)
+				if len(s.Data) != 0 || len(s.StringData) != 0 {
+					t.Errorf("the Secret carries data %v: a render without a cluster must carry no password", s.Data)
+				}
+				if s.Annotations["premigrate.io/password"] != "generated-in-cluster" {
+					t.Errorf("the Secret's annotations %v do not say its password is made in the cluster", s.Annotations)
+				}
 			case c.generated:
 				if !ok || !regexp.MustCompile(`^[A-Za-z0-9]{24}$`).Match(sec.obj.(*corev1.Secret).Data["password"]) {
 					t.Errorf("no generated password: %v", ok)
@@ -256,6 +289,55 @@ func TestARenderWithoutAClusterNeverGeneratesTheDatabasePassword(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A render without a cluster is the same every time (ct, kubeconform pipelines, helm template | kubectl apply,
+// Argo CD): the Job that fills the Secret runs the gate with the URL to write, gets update and get on that one
+// Secret (no right to create one, which could mint another account's token), and its token only in its pod.
+func TestARenderWithoutAClusterIsTheSameTwiceAndItsPasswordJobMayOnlyFillTheOneSecret(t *testing.T) {
+	a, b := render(t, renderOptions{noCluster: true}), render(t, renderOptions{noCluster: true})
+	if !reflect.DeepEqual(a.files, b.files) {
+		t.Error("two renders without a cluster differ")
+	}
+	var job *batchv1.Job
+	for _, o := range a.ofKind("Job") {
+		if strings.HasPrefix(o.name(), fullname+"-password-") {
+			job = o.obj.(*batchv1.Job)
+		}
+	}
+	if job == nil {
+		t.Fatalf("no Job %s-password-<hash>; have %s", fullname, a.summary())
+	}
+	pod := job.Spec.Template.Spec
+	assert.Equal(t, fullname+"-password", pod.ServiceAccountName)
+	require.NotNil(t, pod.AutomountServiceAccountToken)
+	assert.True(t, *pod.AutomountServiceAccountToken, "the token in the Job's pod")
+	sa := mustFind[*corev1.ServiceAccount](t, a, "ServiceAccount", fullname+"-password")
+	require.NotNil(t, sa.AutomountServiceAccountToken)
+	assert.False(t, *sa.AutomountServiceAccountToken, "and nowhere else")
+	require.Len(t, pod.Containers, 1)
+	assert.Equal(t, []string{"/gate", "secret", "--name", fullname + "-postgresql",
+		"--url", "postgres://premigrate:{password}@" + fullname + "-postgresql:5432/premigrate?sslmode=disable"}, pod.Containers[0].Command)
+	role := mustFind[*rbacv1.Role](t, a, "Role", fullname+"-password")
+	assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
+		ResourceNames: []string{fullname + "-postgresql"}, Verbs: []string{"get", "update"}}}, role.Rules)
+	binding := mustFind[*rbacv1.RoleBinding](t, a, "RoleBinding", fullname+"-password")
+	assert.Equal(t, fullname+"-password", binding.RoleRef.Name)
+	assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: fullname + "-password", Namespace: namespace}}, binding.Subjects)
+	// a new gate image is a new Job: kubectl apply never patches an immutable pod template
+	other := render(t, renderOptions{noCluster: true, values: "gate: {image: {tag: other}}"})
+	for _, o := range other.ofKind("Job") {
+		if o.name() == job.Name {
+			t.Errorf("a new gate image keeps the Job name %s", job.Name)
+		}
+	}
+	// the Secret and the Job come before the database and the migration in Argo CD's waves
+	argo := render(t, renderOptions{noCluster: true, values: "migration: {mode: argocd}"})
+	for _, o := range argo.objects {
+		if strings.HasPrefix(o.name(), fullname+"-password") || o.name() == fullname+"-postgresql" && o.kind == "Secret" {
+			assert.Equal(t, "-1", o.meta.GetAnnotations()["argocd.argoproj.io/sync-wave"], "%s/%s", o.kind, o.name())
+		}
 	}
 }
 

@@ -87,9 +87,13 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 		}
 		return rel
 	}
-	// a client-only render cannot read the embedded database's password back: it refuses to generate one
-	if _, err := run("", false); err == nil || !strings.Contains(err.Error(), "postgresql.auth.password is required when the chart is rendered without a cluster") {
-		t.Errorf("a client-only dry run with the embedded database and no password: %v, want the refusal naming postgresql.auth.password", err)
+	// a client-only render cannot read the embedded database's password back: an install's leaves it to the
+	// cluster (a Secret without data, filled by a Job), an upgrade's refuses
+	if rel, err := run("", false); err != nil || !strings.Contains(rel.Manifest, "premigrate.io/password: generated-in-cluster") {
+		t.Errorf("a client-only dry-run install with the embedded database and no password: %v; want the Secret left to the cluster", err)
+	}
+	if _, err := run("", true); err == nil || !strings.Contains(err.Error(), "postgresql.auth.password is required when the chart is rendered without a cluster") {
+		t.Errorf("a client-only dry-run upgrade with the embedded database and no password: %v, want the refusal naming postgresql.auth.password", err)
 	}
 	const embedded = "postgresql: {auth: {password: rendered-client-side}}"
 	hooks := func(rel *release.Release) map[string]string {

@@ -403,9 +403,6 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- if and .Values.postgresql.enabled (eq (toString .Values.migration.preInstallHook) "true") -}}
 {{- fail "migration.preInstallHook: true needs a database that exists before the release (an external one: postgresql.enabled false, database.existingSecret): the embedded PostgreSQL is created by the release, after Helm's pre-install hooks ran (set it to null or false)" -}}
 {{- end -}}
-{{- if and (eq .Values.migration.mode "job") .Values.postgresql.enabled (not .Values.postgresql.auth.password) (not .Values.postgresql.auth.existingSecret) -}}
-{{- fail "postgresql.auth.password is required with migration.mode=job and the embedded database: job mode is made for helm template and kubectl apply, which render without lookup, so a generated password would change on every render while the database keeps the first one (or keep the password in a Secret of your own: postgresql.auth.existingSecret)" -}}
-{{- end -}}
 {{- if and (include "premigrate.gateNeedsAPI" .) (eq (include "premigrate.serviceAccountName" .) "default") -}}
 {{- fail "gate.mode=watch needs the app's own ServiceAccount (serviceAccount.create=true, or serviceAccount.name naming one): the chart will not grant the namespace's default ServiceAccount, which every other pod uses, read access to the migration Job and records" -}}
 {{- end -}}
@@ -416,9 +413,6 @@ Checks of values that the schema cannot express. Included by the Deployment, whi
 {{- if and (eq (toString (dig "maxSurge" 1 .)) "0") (eq (toString (dig "maxUnavailable" 1 .)) "0") -}}
 {{- fail "strategy.rollingUpdate.maxSurge and strategy.rollingUpdate.maxUnavailable cannot both be 0: the rollout could never replace a pod" -}}
 {{- end -}}
-{{- end -}}
-{{- if and (eq .Values.migration.mode "argocd") .Values.postgresql.enabled (not .Values.postgresql.auth.password) (not .Values.postgresql.auth.existingSecret) -}}
-{{- fail "postgresql.auth.password is required with migration.mode=argocd and the embedded database: Argo CD renders without lookup, so a generated password would change on every sync (or keep the password in a Secret of your own: postgresql.auth.existingSecret)" -}}
 {{- end -}}
 {{- if and (not (kindIs "invalid" .Values.podDisruptionBudget.minAvailable)) (not (kindIs "invalid" .Values.podDisruptionBudget.maxUnavailable)) -}}
 {{- fail "podDisruptionBudget.minAvailable and podDisruptionBudget.maxUnavailable are exclusive: set one of them to null" -}}
