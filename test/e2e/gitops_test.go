@@ -733,12 +733,12 @@ func newArgoApp(t *testing.T, prefix string) argoApp {
 	return a
 }
 
-// argoValues are the chart's values under Argo CD: argocd mode, a fixed password (Argo CD renders without
-// lookup), a TTL on the Jobs.
+// argoValues are the chart's values under Argo CD: argocd mode, a TTL on the Jobs, and no password for the
+// embedded database: Argo CD renders without lookup, so the chart leaves the password to the cluster (a Secret
+// without data, filled once by the Job <fullname>-password-<hash>), which every sync keeps.
 func argoValues(extra map[string]any) map[string]any {
 	v := framework.Merge(framework.BaseValues(), map[string]any{
-		"migration":  map[string]any{"mode": "argocd", "ttlSecondsAfterFinished": 60},
-		"postgresql": map[string]any{"auth": map[string]any{"password": "argo-e2e"}},
+		"migration": map[string]any{"mode": "argocd", "ttlSecondsAfterFinished": 60},
 	})
 	return framework.Merge(v, extra)
 }
