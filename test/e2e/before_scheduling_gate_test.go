@@ -211,7 +211,7 @@ func TestAFailedMigrationLeavesThePodsHeldByTheSchedulingGatePendingWithAnEventN
 	// no --wait: the pods could only wait
 	env.Run.Must(t, r.Helm, "upgrade", "--install", r.Name, env.Chart, "-n", ns, "--values", r.ValuesFile(values))
 	id := r.AppIdentity(ctx)
-	job := r.Fullname() + "-migrate-" + id
+	job := appMigrationJob(ctx, r)
 	framework.WaitUntil(t, "an Event naming the failed migration on each app pod", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		pods := r.AppPods(ctx, id)
 		if len(pods) == 0 {

@@ -103,7 +103,7 @@ func noPodStartsAfterTheFailedJobIsGone(t *testing.T, m waitMode) {
 	})
 	r.Apply(r.Template(base))
 	r.RolledOut(4 * time.Minute)
-	oldID := r.AppIdentity(ctx)
+	oldID, oldJob := r.AppIdentity(ctx), appMigrationJob(ctx, r)
 
 	broken := framework.Merge(base, map[string]any{
 		"image":     map[string]any{"tag": "v2"},
@@ -114,7 +114,7 @@ func noPodStartsAfterTheFailedJobIsGone(t *testing.T, m waitMode) {
 	if newID == oldID {
 		t.Fatalf("the broken rendering kept identity %s", oldID)
 	}
-	job := r.Fullname() + "-migrate-" + newID
+	job := appMigrationJob(ctx, r)
 	framework.WaitUntil(t, "the failed Job to be deleted by its TTL", 3*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := env.Client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
@@ -160,7 +160,7 @@ func noPodStartsAfterTheFailedJobIsGone(t *testing.T, m waitMode) {
 	}
 	runs := runHistory(t, ns, r.Fullname())
 	for id, want := range map[string][]string{
-		oldID: {"  job " + r.Fullname() + "-migrate-" + oldID + "  pod " + r.Fullname() + "-migrate-" + oldID + "-", "  succeeded, recorded after ", "applied version 1 ("},
+		oldID: {"  job " + oldJob + "  pod " + oldJob + "-", "  succeeded, recorded after ", "applied version 1 ("},
 		newID: {"  job " + job + "  pod " + job + "-", "  failed: exit 1, nothing recorded after ", "injected failure in migration 2 (DEMO_FAIL_MIGRATION)"},
 	} {
 		block := runOf(runs, id)

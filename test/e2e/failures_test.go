@@ -158,7 +158,7 @@ func TestTheFirstInstallWaitsForASlowDatabaseBeforeTheMigrationStarts(t *testing
 	}))
 	res.DurationsSec = append(res.DurationsSec, d.Seconds())
 	id := r.AppIdentity(ctx)
-	name := r.Fullname() + "-migrate-" + id
+	name := appMigrationJob(ctx, r)
 	// the gate lets the pods go on the record, written just before the Job's pod exits: the Job's own
 	// status may follow a moment later
 	framework.WaitUntil(t, "Job "+name+" to finish", time.Minute, func(ctx context.Context) (bool, error) {

@@ -958,8 +958,8 @@ func argoRendersHookModeAsAnInstall(t *testing.T) {
 		if job == nil {
 			t.Fatalf("%s: no migration Job of identity %s", tag, id)
 		}
-		if job.Name != a.Fullname()+"-migrate-"+id || job.Annotations["helm.sh/hook"] != "" || job.Annotations["argocd.argoproj.io/hook"] != "" {
-			t.Errorf("%s: Job %s annotations %v: want the plain Job named by the identity", tag, job.Name, job.Annotations)
+		if job.Name != appMigrationJob(ctx, a.Release) || job.Annotations["helm.sh/hook"] != "" || job.Annotations["argocd.argoproj.io/hook"] != "" {
+			t.Errorf("%s: Job %s annotations %v: want the plain Job the app waits for, named by its spec", tag, job.Name, job.Annotations)
 		}
 		a.AssertWitness(ctx, id)
 	}

@@ -384,10 +384,9 @@ func TestAJobModeRollbackNeverRunsTheOlderMigrationAgain(t *testing.T) {
 				"env":        []any{framework.EnvVar("DEMO_REFUSE_NEWER_SCHEMA", "true")},
 			})
 			r.MustDeploy(base)
-			oldID := r.AppIdentity(ctx)
+			oldID, oldJob := r.AppIdentity(ctx), appMigrationJob(ctx, r)
 			_, d := r.MustDeploy(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}}))
 			res.DurationsSec = append(res.DurationsSec, d.Seconds())
-			oldJob := r.Fullname() + "-migrate-" + oldID
 			if _, err := env.Client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Fatalf("the upgrade kept the old identity's Job %s (err %v): the rollback would not re-create it", oldJob, err)
 			}
@@ -468,10 +467,9 @@ func revertAfterTTL(t *testing.T, sc framework.Scenario, values map[string]any) 
 	v1 := r.Template(base)
 	r.Apply(v1)
 	r.RolledOut(4 * time.Minute)
-	oldID := r.AppIdentity(ctx)
+	oldID, oldJob := r.AppIdentity(ctx), appMigrationJob(ctx, r)
 	r.Apply(r.Template(framework.Merge(base, map[string]any{"image": map[string]any{"tag": "v2"}})))
 	r.RolledOut(4 * time.Minute)
-	oldJob := r.Fullname() + "-migrate-" + oldID
 	framework.WaitUntil(t, "the TTL controller to delete "+oldJob, 2*time.Minute, func(ctx context.Context) (bool, error) {
 		_, err := env.Client.BatchV1().Jobs(ns).Get(ctx, oldJob, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
