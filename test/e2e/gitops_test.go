@@ -980,10 +980,12 @@ func argoReplaceKeepsEveryRecord(t *testing.T) {
 	a.syncOptions = []string{"Replace=true"}
 	values := func(tag string) map[string]any {
 		// no claim: a StatefulSet's volumeClaimTemplates are refused by a replace that does not carry the
-		// defaults the API server filled in, which has nothing to do with the records
+		// defaults the API server filled in, which has nothing to do with the records. A password: a replace
+		// PUTs the rendered Secret, and a render without the cluster carries none (the cluster makes it), so a
+		// replace would wipe it and the next fill would make another one than the database has (docs/gitops.md)
 		return argoValues(map[string]any{"image": map[string]any{"tag": tag},
 			"migration":  map[string]any{"ttlSecondsAfterFinished": 0},
-			"postgresql": map[string]any{"persistence": map[string]any{"enabled": false}}})
+			"postgresql": map[string]any{"persistence": map[string]any{"enabled": false}, "auth": map[string]any{"password": "replace-keeps-this"}}})
 	}
 	a.apply(values("v1"), true)
 	a.healthy(8 * time.Minute)

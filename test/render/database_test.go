@@ -338,14 +338,7 @@ func TestARenderWithoutAClusterIsTheSameTwiceAndItsPasswordJobMayOnlyFillTheOneS
 		if strings.HasPrefix(o.name(), fullname+"-password") || o.name() == fullname+"-postgresql" && o.kind == "Secret" {
 			assert.Equal(t, "-1", o.meta.GetAnnotations()["argocd.argoproj.io/sync-wave"], "%s/%s", o.kind, o.name())
 		}
-		// the Job is a Sync hook there: a synced Job would be replaced by a sync with Replace=true, which the API
-		// server refuses (the selector and the pods' labels of a Job are the server's); never one elsewhere
-		if o.kind == "Job" && strings.HasPrefix(o.name(), fullname+"-password-") {
-			assert.Equal(t, "Sync", o.meta.GetAnnotations()["argocd.argoproj.io/hook"], "the password Job under Argo CD")
-			assert.Equal(t, "BeforeHookCreation,HookSucceeded", o.meta.GetAnnotations()["argocd.argoproj.io/hook-delete-policy"])
-		}
 	}
-	assert.Empty(t, job.Annotations, "the password Job outside argocd mode carries no annotation")
 }
 
 // postgresql.auth.existingSecret: the password comes from a Secret of the user's; the app and the migration
