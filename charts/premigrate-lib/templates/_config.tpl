@@ -41,21 +41,12 @@ key, and the chart's default does not come back), a key the chart of an older re
 {{- $_ = set $c "enabled" (ternary true $v.enabled (kindIs "invalid" $v.enabled)) -}}
 {{- $_ = set $c "mode" ($v.mode | default "hook") -}}
 {{- /* names */ -}}
-{{- $name := $in.name | default $root.Chart.Name | trunc 63 | trimSuffix "-" -}}
-{{- $full := $in.fullname -}}
-{{- if and (not $full) $c.shared -}}
-{{- $full = $root.Release.Name -}}
-{{- else if not $full -}}
-{{- $full = ternary $root.Release.Name (printf "%s-%s" $root.Release.Name $root.Chart.Name) (contains $root.Chart.Name $root.Release.Name) -}}
+{{- $name := include "premigrate-lib.name" (dict "root" $root "override" $in.name) -}}
+{{- $override := $in.fullname -}}
+{{- if and (not $override) $c.shared -}}
+{{- $override = $root.Release.Name -}}
 {{- end -}}
-{{- /* at most 40 characters: the longest derived name, <fullname>-migrate-<spec hash>, is also the value of the
-Job's batch.kubernetes.io/job-name label (at most 63). A longer name keeps 33 characters and gets a dash and
-6 hex characters of its sha256, so two long names that share a prefix never collide. */ -}}
-{{- if gt (len $full) 40 -}}
-{{- $full = printf "%s-%s" ($full | trunc 33 | trimSuffix "-") ($full | sha256sum | trunc 6) -}}
-{{- else -}}
-{{- $full = $full | trimSuffix "-" -}}
-{{- end -}}
+{{- $full := include "premigrate-lib.fullname" (dict "root" $root "override" $override) -}}
 {{- $_ = set $c "name" $name -}}
 {{- $_ = set $c "fullname" $full -}}
 {{- $_ = set $c "migrateName" (printf "%s-migrate" $full) -}}
@@ -175,32 +166,6 @@ a later deploy can still read itself; beside a hook, the hook's name */ -}}
 {{- end }}
 
 {{/*
-An image reference: repository@digest when a digest is set, else repository:tag. With a registry (the gate's:
-the parent chart's global.imageRegistry), the repository's own registry (its first path element when that has a
-dot or a colon or is localhost) is replaced by it, else it is put in front.
-Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG ["registry" REGISTRY].
-*/}}
-{{- define "premigrate-lib.imageRef" -}}
-{{- if not .image.repository -}}
-{{- fail "premigrate-lib: the migration's image.repository is required (usually the app's image)" -}}
-{{- end -}}
-{{- $repository := .image.repository -}}
-{{- with trimSuffix "/" (toString (.registry | default "")) -}}
-{{- $parts := splitList "/" $repository -}}
-{{- $first := first $parts -}}
-{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
-{{- $parts = rest $parts -}}
-{{- end -}}
-{{- $repository = printf "%s/%s" . (join "/" $parts) -}}
-{{- end -}}
-{{- if .image.digest -}}
-{{- printf "%s@%s" $repository .image.digest -}}
-{{- else -}}
-{{- printf "%s:%s" $repository (toString (default .tag .image.tag)) -}}
-{{- end -}}
-{{- end }}
-
-{{/*
 The migration identity: the first 10 hex characters of the sha256 of the migration's inputs, what decides
 which migration runs: the migration's image, command, args, env and envFrom, its check when set, and
 identityExtra. Nothing else about the Job (resources, retries, deadline, TTL, fail-fast codes, kept records,
@@ -309,16 +274,11 @@ Checks of the values. Argument: the resolved configuration.
 Labels. Argument: dict "c" CONFIG "component" NAME.
 */}}
 {{- define "premigrate-lib.selectorLabels" -}}
-app.kubernetes.io/name: {{ .c.name }}
-app.kubernetes.io/instance: {{ .c.root.Release.Name }}
-app.kubernetes.io/component: {{ .component }}
+{{- include "premigrate-lib.matchLabels" (dict "root" .c.root "name" .c.name "component" .component) -}}
 {{- end }}
 
 {{- define "premigrate-lib.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .c.root.Chart.Name .c.root.Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{ include "premigrate-lib.selectorLabels" . }}
-app.kubernetes.io/version: {{ .c.root.Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .c.root.Release.Service }}
+{{- include "premigrate-lib.standardLabels" (dict "root" .c.root "name" .c.name "component" .component) -}}
 {{- end }}
 
 {{/*

@@ -2,97 +2,46 @@
 Chart name, used in the app.kubernetes.io/name label.
 */}}
 {{- define "premigrate.name" -}}
-{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- include "premigrate-lib.name" (dict "root" . "override" .Values.nameOverride) -}}
 {{- end }}
 
 {{/*
-Prefix of every resource name, at most 40 characters: the longest derived name,
-<fullname>-migrate-<spec hash>, is also the value of the Job's batch.kubernetes.io/job-name label,
-which must stay within 63 characters. A longer name is cut to 33 characters and given a dash and the
-first 6 hex characters of its sha256, so two long release names that share a prefix never collide.
+Prefix of every resource name (premigrate-lib.fullname: at most 40 characters).
 */}}
 {{- define "premigrate.fullname" -}}
-{{- $name := "" -}}
-{{- if .Values.fullnameOverride -}}
-{{- $name = .Values.fullnameOverride -}}
-{{- else -}}
-{{- $chart := default .Chart.Name .Values.nameOverride -}}
-{{- $name = ternary .Release.Name (printf "%s-%s" .Release.Name $chart) (contains $chart .Release.Name) -}}
-{{- end -}}
-{{- if gt (len $name) 40 -}}
-{{- printf "%s-%s" ($name | trunc 33 | trimSuffix "-") ($name | sha256sum | trunc 6) -}}
-{{- else -}}
-{{- $name | trimSuffix "-" -}}
-{{- end -}}
+{{- include "premigrate-lib.fullname" (dict "root" . "chart" (default .Chart.Name .Values.nameOverride) "override" .Values.fullnameOverride) -}}
 {{- end }}
 
 {{/*
-helm.sh/chart label value.
-*/}}
-{{- define "premigrate.chart" -}}
-{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-{{- end }}
-
-{{/*
-Selector labels. Argument: dict "root" $ "component" NAME.
+Selector labels, and the recommended labels (premigrate-lib.matchLabels, premigrate-lib.standardLabels).
+Argument: dict "root" $ "component" NAME.
 */}}
 {{- define "premigrate.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "premigrate.name" .root }}
-app.kubernetes.io/instance: {{ .root.Release.Name }}
-app.kubernetes.io/component: {{ .component }}
+{{- include "premigrate-lib.matchLabels" (dict "root" .root "name" (include "premigrate.name" .root) "component" .component) -}}
 {{- end }}
 
-{{/*
-Recommended labels. Argument: dict "root" $ "component" NAME.
-*/}}
 {{- define "premigrate.labels" -}}
-helm.sh/chart: {{ include "premigrate.chart" .root }}
-{{ include "premigrate.selectorLabels" . }}
-app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+{{- include "premigrate-lib.standardLabels" (dict "root" .root "name" (include "premigrate.name" .root) "component" .component) -}}
 {{- end }}
 
 {{/*
-An image reference: repository@digest when a digest is set, else repository:tag, with the repository moved to
-global.imageRegistry when that is set (premigrate.repository).
+An image reference (premigrate-lib.imageRef), its repository moved to global.imageRegistry when that is set.
 Argument: dict "image" IMAGE_VALUES "tag" DEFAULT_TAG "root" $.
 */}}
 {{- define "premigrate.imageRef" -}}
-{{- $repository := include "premigrate.repository" (dict "repository" .image.repository "root" .root) -}}
-{{- if .image.digest -}}
-{{- printf "%s@%s" $repository .image.digest -}}
-{{- else -}}
-{{- printf "%s:%s" $repository (toString (default .tag .image.tag)) -}}
-{{- end -}}
+{{- include "premigrate-lib.imageRef" (dict "image" .image "tag" .tag "registry" ((.root.Values.global | default dict).imageRegistry)) -}}
 {{- end }}
 
 {{/*
-A repository in the registry global.imageRegistry names, when it names one: the repository's own registry (its
-first path element, when that has a dot or a colon or is localhost, as for docker and containerd) is replaced,
-else the registry is put in front. ghcr.io/premigrate/gate with global.imageRegistry registry.example.com is
-registry.example.com/premigrate/gate. Argument: dict "repository" REPOSITORY "root" $.
+A repository moved to global.imageRegistry when that is set (premigrate-lib.repository), and without its
+registry (premigrate-lib.repositoryPath). Argument of the first: dict "repository" REPOSITORY "root" $.
 */}}
 {{- define "premigrate.repository" -}}
-{{- $registry := trimSuffix "/" (toString ((.root.Values.global | default dict).imageRegistry | default "")) -}}
-{{- if $registry -}}
-{{- printf "%s/%s" $registry (include "premigrate.repositoryPath" .repository) -}}
-{{- else -}}
-{{- .repository -}}
-{{- end -}}
+{{- include "premigrate-lib.repository" (dict "repository" .repository "registry" ((.root.Values.global | default dict).imageRegistry)) -}}
 {{- end }}
 
-{{/*
-A repository without its registry: premigrate/gate for ghcr.io/premigrate/gate, localhost:5000/premigrate/gate
-and premigrate/gate. Argument: the repository.
-*/}}
 {{- define "premigrate.repositoryPath" -}}
-{{- $parts := splitList "/" . -}}
-{{- $first := first $parts -}}
-{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
-{{- join "/" (rest $parts) -}}
-{{- else -}}
-{{- . -}}
-{{- end -}}
+{{- include "premigrate-lib.repositoryPath" . -}}
 {{- end }}
 
 {{- define "premigrate.appTag" -}}
