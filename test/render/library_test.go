@@ -185,7 +185,8 @@ func TestASidecarWithoutRestartPolicyAlwaysIsRefused(t *testing.T) {
 
 func TestTheLibraryChecksItsOwnValues(t *testing.T) {
 	cases := []struct{ values, want string }{
-		{"migrations: {gate: {mode: poll}}\n", `gate.mode "poll" is not one of watch, none`},
+		{"migrations: {gate: {mode: poll}}\n", `gate.mode "poll" is not one of watch, command, none`},
+		{"migrations: {gate: {mode: command}}\n", "gate.mode command needs gate.command or gate.args"},
 		{"migrations: {gate: {delivery: magic}}\n", `gate.delivery "magic" is not one of`},
 		{"migrations: {gate: {waitIn: sidecar}}\n", `gate.waitIn "sidecar" is not one of initContainer, app`},
 		{"migrations: {pod: {sidecars: [{name: p, image: x}]}}\n", "pod.sidecars[p] needs restartPolicy: Always"},
@@ -270,4 +271,23 @@ func TestTheLibraryWorksPastedIntoAChartWithoutTheDependency(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, o.obj, p.obj, "%s/%s differs", o.kind, o.name())
 	}
+}
+
+func TestInCommandModeTheLibrarysPodsAskTheDatabaseWithTheAppsOwnCheckAndNoAPIAccess(t *testing.T) {
+	r := renderLedger(t, "migrations: {gate: {mode: command, args: [--check]}}", true)
+	d := mustFind[*appsv1.Deployment](t, r, "Deployment", ledgerFullname)
+	w := container(t, d.Spec.Template.Spec.InitContainers, "wait-for-migration")
+	job := container(t, r.job(t).Spec.Template.Spec.Containers, "migrate")
+	assert.Equal(t, job.Image, w.Image, "the migration's image")
+	assert.Equal(t, []string{"/ledger", "migrate"}, w.Command, "the migration's command")
+	assert.Equal(t, []string{"--check"}, w.Args)
+	_, ok := envVar(w.Env, "LEDGER_DATABASE_URL")
+	assert.True(t, ok, "the migration's environment: %v", envNames(w.Env))
+	assert.Equal(t, corev1.TerminationMessageFallbackToLogsOnError, w.TerminationMessagePolicy, "the pod's status says why it waits")
+	assert.Empty(t, w.VolumeMounts, "no API token")
+	for _, kind := range []string{"Role", "RoleBinding"} {
+		_, found := r.find(kind, ledgerFullname+"-gate")
+		assert.False(t, found, "command mode needs no %s for the gate", kind)
+	}
+	assert.Greater(t, valueOf(d.Spec.ProgressDeadlineSeconds), any(int32(600)), "the rollout waits for the migration's deadline")
 }

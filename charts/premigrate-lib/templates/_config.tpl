@@ -127,6 +127,20 @@ URL (a hash of it). Not part of the identity: binding the records changes what t
 {{- $_ = set $gate "progressInterval" ($g.progressInterval | default "10s") -}}
 {{- $_ = set $gate "resources" ($g.resources | default dict) -}}
 {{- $_ = set $gate "serviceAccountName" ($g.serviceAccountName | default "") -}}
+{{- /* gate.mode command: the pods ask the database themselves, with a command of the app's (image, command,
+args, env and envFrom default to the migration's); no API access, no RBAC */ -}}
+{{- if and (eq $gate.mode "command") (not $g.command) (not $g.args) -}}
+{{- fail "premigrate-lib: gate.mode command needs gate.command or gate.args: a command of the app's that exits 0 once the database has this version's migrations, never the migration itself (e.g. args [migrate, status] after the migration's command)" -}}
+{{- end -}}
+{{- $_ = set $gate "command" ($g.command | default $c.command) -}}
+{{- $_ = set $gate "args" ($g.args | default list) -}}
+{{- $_ = set $gate "commandImage" $c.image -}}
+{{- with $g.commandImage -}}
+{{- $_ = set $gate "commandImage" (include "premigrate-lib.imageRef" (dict "image" . "tag" $root.Chart.AppVersion)) -}}
+{{- end -}}
+{{- $_ = set $gate "commandPullPolicy" (($g.commandImage | default dict).pullPolicy | default $c.pullPolicy) -}}
+{{- $_ = set $gate "env" (ternary $c.env $g.env (kindIs "invalid" $g.env)) -}}
+{{- $_ = set $gate "envFrom" (ternary $c.envFrom $g.envFrom (kindIs "invalid" $g.envFrom)) -}}
 {{- $_ = set $gate "extraServiceAccountNames" ($g.extraServiceAccountNames | default list) -}}
 {{- $_ = set $c "gate" $gate -}}
 {{- $_ = set $c "identityExtra" ($v.identityExtra | default dict) -}}
@@ -161,6 +175,7 @@ after its hooks and fails on one that already exists. The store keeps the record
 a later deploy can still read itself; beside a hook, the hook's name */ -}}
 {{- $_ = set $c "migrateRoleName" (ternary $c.jobName $c.migrateName (eq $kind "plain")) -}}
 {{- $_ = set $c "gateEnabled" (and $c.enabled (eq $gate.mode "watch")) -}}
+{{- $_ = set $c "commandGate" (and $c.enabled (eq $gate.mode "command")) -}}
 {{- /* the pods wait in the scheduler's queue, released by <fullname>-gate (_ungate.tpl) */ -}}
 {{- $_ = set $c "heldByScheduler" (and $c.gateEnabled (eq $gate.waitIn "schedulingGate")) -}}
 {{- end }}
@@ -226,8 +241,8 @@ Checks of the values. Argument: the resolved configuration.
 {{- fail (printf "premigrate-lib: check must be a list of strings (a command and its arguments); %v is a %s" . (kindOf .)) -}}
 {{- end -}}
 {{- end -}}
-{{- if not (has .gate.mode (list "watch" "none")) -}}
-{{- fail (printf "premigrate-lib: gate.mode %q is not one of watch, none" .gate.mode) -}}
+{{- if not (has .gate.mode (list "watch" "command" "none")) -}}
+{{- fail (printf "premigrate-lib: gate.mode %q is not one of watch, command, none" .gate.mode) -}}
 {{- end -}}
 {{- if not (has .gate.delivery (list "initContainer" "imageVolume")) -}}
 {{- fail (printf "premigrate-lib: gate.delivery %q is not one of initContainer, imageVolume, auto" .gate.delivery) -}}

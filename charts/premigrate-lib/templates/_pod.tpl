@@ -158,6 +158,37 @@ premigrate-lib.gateVolume (the app's containers get none). A list item.
   securityContext:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+{{- else if $c.commandGate -}}
+{{- /* gate.mode command: the app's own check, in the pod, with no API access; the pod's status names why it
+waits (the end of the failed check's log) */ -}}
+- name: wait-for-migration
+  image: {{ $c.gate.commandImage }}
+  imagePullPolicy: {{ $c.gate.commandPullPolicy }}
+  {{- with $c.gate.command }}
+  command:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.gate.args }}
+  args:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  terminationMessagePolicy: FallbackToLogsOnError
+  {{- with $c.gate.env }}
+  env:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.gate.envFrom }}
+  envFrom:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.gate.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.pod.containerSecurityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end -}}
 {{- end }}
 
@@ -244,7 +275,7 @@ rollout failed before the migration itself would fail.
 */}}
 {{- define "premigrate-lib.progressDeadlineSeconds" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- if $c.gateEnabled -}}
+{{- if or $c.gateEnabled $c.commandGate -}}
 {{- max 600 (add (int $c.activeDeadlineSeconds) 120) -}}
 {{- else -}}
 600

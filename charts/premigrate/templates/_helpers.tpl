@@ -174,7 +174,12 @@ labels and volumes where migration.* leaves them null. Usage:
   "containerSecurityContext" $V.securityContext -}}
 {{- $gateImage := merge (dict "tag" ($V.gate.image.tag | default $root.Chart.AppVersion)) $V.gate.image -}}
 {{- $gate := dict
-  "mode" (ternary "watch" "none" (eq $V.gate.mode "watch"))
+  "mode" $V.gate.mode
+  "command" ($V.gate.command | default $V.command)
+  "args" $V.gate.args
+  "commandImage" (dict "repository" (include "premigrate.repository" (dict "repository" $V.image.repository "root" $root)) "tag" (include "premigrate.appTag" $root) "digest" $V.image.digest "pullPolicy" $V.image.pullPolicy)
+  "env" (include "premigrate.appEnv" $root | fromYamlArray)
+  "envFrom" ($V.envFrom | default list)
   "image" $gateImage
   "delivery" $V.gate.delivery
   "waitIn" $V.gate.waitIn
