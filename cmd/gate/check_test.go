@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
@@ -30,7 +31,7 @@ func TestRunAsksTheDatabaseThroughTheCheckBeforeBelievingARecord(t *testing.T) {
 			check: "echo schema 2 is older than 3; exit 1", checked: true, migrates: true, says: "but the database does not have it"},
 		{name: "not recorded: the migration runs, the check is not asked", check: "exit 0", migrates: true, says: "succeeded"},
 		{name: "a check that cannot be started fails the run, and nothing runs", record: recorded, check: "exit 127",
-			code: exitFailed, checked: true, says: "could not be run (exit 127): not running the migration; fix the check (migration.check)"},
+			code: exitcode.Failed, checked: true, says: "could not be run (exit 127): not running the migration; fix the check (migration.check)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,8 +76,8 @@ func TestRunAsksTheDatabaseThroughTheCheckBeforeBelievingARecord(t *testing.T) {
 func TestRunRefusesACheckThatIsNotACommandAsAJSONArray(t *testing.T) {
 	for _, bad := range []string{"migrate status", "[]", `[""]`, `{"cmd":"x"}`} {
 		h := newHarness(recordsConfigMap())
-		if got := h.run(runArgs("--check", bad, "--", "/bin/sh", "-c", "true")...); got != exitUsage {
-			t.Errorf("--check %s: exit code = %d, want %d (usage); stderr:\n%s", bad, got, exitUsage, &h.stderr)
+		if got := h.run(runArgs("--check", bad, "--", "/bin/sh", "-c", "true")...); got != exitcode.Usage {
+			t.Errorf("--check %s: exit code = %d, want %d (usage); stderr:\n%s", bad, got, exitcode.Usage, &h.stderr)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/record"
 	"github.com/premigrate/premigrate/internal/rollout"
 )
@@ -90,7 +91,7 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 			objects: func(t *testing.T) []runtime.Object {
 				return append(rolledOut(identity), records(t, time.Time{}), oldPodTerminating())
 			},
-			script: "echo dropped column source", wantCode: exitTimeout, wantLog: "old-a of identity 0000000001 terminating"},
+			script: "echo dropped column source", wantCode: exitcode.Timeout, wantLog: "old-a of identity 0000000001 terminating"},
 		{name: "a Deployment rolled back to another identity never runs it and exits 0",
 			objects: func(t *testing.T) []runtime.Object { return append(rolledOut(olderIdentity), records(t, time.Time{})) },
 			script:  "echo dropped column source", wantLog: "now runs identity 0000000001"},
@@ -98,10 +99,10 @@ func TestContractRunsTheCommandOnlyOnceTheRolloutLeftNothingOlderAndRecordsIt(t 
 			objects: func(t *testing.T) []runtime.Object {
 				return append(rolledOut(identity), recordsConfigMap(), oldPodTerminating())
 			},
-			script: "echo dropped column source", wantCode: exitTimeout, wantLog: "old-a of identity 0000000001 terminating"},
+			script: "echo dropped column source", wantCode: exitcode.Timeout, wantLog: "old-a of identity 0000000001 terminating"},
 		{name: "an identity whose migration is not recorded once its rollout ended is refused",
 			objects: func(t *testing.T) []runtime.Object { return append(rolledOut(identity), recordsConfigMap()) },
-			script:  "echo dropped column source", wantCode: exitRefused, wantLog: "its migration is not recorded"},
+			script:  "echo dropped column source", wantCode: exitcode.Refused, wantLog: "its migration is not recorded"},
 		{name: "a contract that already ran never runs again",
 			objects: func(t *testing.T) []runtime.Object {
 				return append(rolledOut(identity), records(t, time.Now().Add(-time.Second)))
@@ -149,7 +150,7 @@ func TestContractNeedsACommandAndADeployment(t *testing.T) {
 		"negative soak": {"contract", "--identity", identity, "--records", "r", "--job", "j", "--deployment", "d", "--soak", "-1s", "--", "true"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, exitUsage, newHarness().run(args...))
+			assert.Equal(t, exitcode.Usage, newHarness().run(args...))
 		})
 	}
 }

@@ -16,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/premigrate/premigrate/internal/exitcode"
+	"github.com/premigrate/premigrate/internal/migration"
 )
 
 // fakeWorkloads annotates the fake clientset's workloads as kubeclient.WorkloadClient does a real API server's.
@@ -69,8 +72,8 @@ func TestRunAnnotatesTheGuardedWorkloadsWithTheRecordedIdentitiesOnceItsOwnIsRec
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Annotations[RecordedAnnotation] != tc.want || d.Annotations["kept"] != "yes" {
-				t.Errorf("annotations = %v, want %s=%q beside the others", d.Annotations, RecordedAnnotation, tc.want)
+			if d.Annotations[migration.RecordedAnnotation] != tc.want || d.Annotations["kept"] != "yes" {
+				t.Errorf("annotations = %v, want %s=%q beside the others", d.Annotations, migration.RecordedAnnotation, tc.want)
 			}
 			if tc.wantCode == 0 && !strings.Contains(h.stderr.String(), "statefulset shop/not-yet does not exist yet") {
 				t.Errorf("a missing workload is not reported as left:\n%s", &h.stderr)
@@ -83,8 +86,8 @@ func TestRunRefusesAGuardWorkloadThatIsNotKindSlashName(t *testing.T) {
 	for _, w := range []string{"shop-app", "cronjob/shop-app", "deployment/"} {
 		h := newHarness(recordsConfigMap())
 		got := h.run("run", "--identity", identity, "--records", "shop-app-migrations", "--job", "j", "--guard-workload", w, "--", "true")
-		if got != exitUsage || !strings.Contains(h.stderr.String(), "deployment, statefulset, daemonset") {
-			t.Errorf("--guard-workload %q: exit code %d, want %d naming the kinds; stderr:\n%s", w, got, exitUsage, &h.stderr)
+		if got != exitcode.Usage || !strings.Contains(h.stderr.String(), "deployment, statefulset, daemonset") {
+			t.Errorf("--guard-workload %q: exit code %d, want %d naming the kinds; stderr:\n%s", w, got, exitcode.Usage, &h.stderr)
 		}
 	}
 }
@@ -96,7 +99,7 @@ func TestRunFailsWhenTheGuardedWorkloadCannotBeAnnotated(t *testing.T) {
 	})
 	got := h.run("run", "--identity", identity, "--records", "shop-app-migrations", "--job", "j", "--wait-for-configmap", "1s",
 		"--guard-workload", "deployment/shop-app", "--", "true")
-	if got != exitFailed || !strings.Contains(h.stderr.String(), "could not be annotated for the guard") {
-		t.Errorf("exit code %d, want %d naming the guard; stderr:\n%s", got, exitFailed, &h.stderr)
+	if got != exitcode.Failed || !strings.Contains(h.stderr.String(), "could not be annotated for the guard") {
+		t.Errorf("exit code %d, want %d naming the guard; stderr:\n%s", got, exitcode.Failed, &h.stderr)
 	}
 }

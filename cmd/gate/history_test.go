@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
@@ -26,7 +27,7 @@ func TestEveryRunLeavesItsOutcomeAndLastOutputLinesInTheHistory(t *testing.T) {
 	if got := hist("echo connecting; echo cannot reach the database >&2; exit 1"); got != 1 {
 		t.Fatalf("the failing run exited %d, want 1; stderr:\n%s", got, &h.stderr)
 	}
-	if got := hist(`for i in $(seq 1 30); do echo "applied version $i"; done`); got != exitOK {
+	if got := hist(`for i in $(seq 1 30); do echo "applied version $i"; done`); got != exitcode.OK {
 		t.Fatalf("the succeeding run exited %d, want 0; stderr:\n%s", got, &h.stderr)
 	}
 	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migration-runs", metav1.GetOptions{})
@@ -53,7 +54,7 @@ func TestEveryRunLeavesItsOutcomeAndLastOutputLinesInTheHistory(t *testing.T) {
 	}
 	third := h.run("run", "--identity", "fedcba9876", "--records", "shop-app-migrations", "--job", "shop-app-migrate",
 		"--history", "shop-app-migration-runs", "--history-keep", "2", "--", "/bin/sh", "-c", "echo third")
-	if got := third; got != exitOK {
+	if got := third; got != exitcode.OK {
 		t.Fatalf("the third run exited %d; stderr:\n%s", got, &h.stderr)
 	}
 	cm, _ = h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migration-runs", metav1.GetOptions{})

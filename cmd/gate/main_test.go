@@ -6,11 +6,9 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,7 +19,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/dbid"
 	"github.com/premigrate/premigrate/internal/dbsecret"
+	"github.com/premigrate/premigrate/internal/exitcode"
+	"github.com/premigrate/premigrate/internal/migration"
 	"github.com/premigrate/premigrate/internal/rollout"
 	"github.com/premigrate/premigrate/internal/ungate"
 )
@@ -61,9 +62,9 @@ func newHarness(objects ...runtime.Object) *harness {
 			return &apiClients{
 				jobs:       func(ns string) jobClient { return h.cs.BatchV1().Jobs(ns) },
 				configMaps: func(ns string) configMapClient { return h.cs.CoreV1().ConfigMaps(ns) },
-				pods:       func(ns string) podGetter { return h.cs.CoreV1().Pods(ns) },
-				claims:     func(ns string) claimGetter { return h.cs.CoreV1().PersistentVolumeClaims(ns) },
-				workloads:  func(ns string) workloadAnnotator { return fakeWorkloads{cs: h.cs, ns: ns} },
+				pods:       func(ns string) dbid.PodGetter { return h.cs.CoreV1().Pods(ns) },
+				claims:     func(ns string) dbid.ClaimGetter { return h.cs.CoreV1().PersistentVolumeClaims(ns) },
+				workloads:  func(ns string) migration.WorkloadAnnotator { return fakeWorkloads{cs: h.cs, ns: ns} },
 				heldPods:   func(ns string) ungate.Pods { return h.cs.CoreV1().Pods(ns) },
 				events:     func(ns string) ungate.Events { return h.cs.CoreV1().Events(ns) },
 				secrets:    func(ns string) dbsecret.Client { return h.cs.CoreV1().Secrets(ns) },
@@ -109,7 +110,7 @@ func TestWaitExitCodes(t *testing.T) {
 			stderr: "succeeded: Job shop-app-migrate-" + identity + " is Complete"},
 		{name: "exits 1 when the Job Failed", objects: []runtime.Object{job(batchv1.JobFailed), recordsConfigMap()}, args: waitArgs, want: 1,
 			stderr: "kubectl logs -n shop job/shop-app-migrate-" + identity + " -c migrate"},
-		{name: "exits 4 on timeout", args: waitArgs, want: exitTimeout, stderr: "timed out after 300ms"},
+		{name: "exits 4 on timeout", args: waitArgs, want: exitcode.Timeout, stderr: "timed out after 300ms"},
 		{name: "exits 2 without an identity", args: []string{"wait", "--records", "r"}, want: 2, stderr: "--identity is required"},
 		{name: "exits 2 with an identity that is no ConfigMap key", args: []string{"wait", "--identity", "a/b", "--records", "r"}, want: 2,
 			stderr: "not a valid ConfigMap key"},
@@ -140,9 +141,9 @@ func TestWaitRunsTheCommandAfterDashDashOnlyOnceTheMigrationSucceeded(t *testing
 		wantExec bool
 		want     int
 	}{
-		{name: "Complete", job: job(batchv1.JobComplete), wantExec: true, want: exitFailed /* the test's exec fails */},
-		{name: "Failed", job: job(batchv1.JobFailed), want: exitFailed},
-		{name: "absent until the timeout", want: exitTimeout},
+		{name: "Complete", job: job(batchv1.JobComplete), wantExec: true, want: exitcode.Failed /* the test's exec fails */},
+		{name: "Failed", job: job(batchv1.JobFailed), want: exitcode.Failed},
+		{name: "absent until the timeout", want: exitcode.Timeout},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,8 +176,8 @@ func TestWaitIgnoresACompleteJobOfItsIdentityUnderAnotherName(t *testing.T) {
 	stale.Name = "shop-app-migrate"
 	h := newHarness(stale, recordsConfigMap())
 	if got := h.run("wait", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate-"+identity,
-		"--timeout", "300ms"); got != exitTimeout {
-		t.Fatalf("exit code = %d, want %d (the stale Job must not release the pod); stderr:\n%s", got, exitTimeout, &h.stderr)
+		"--timeout", "300ms"); got != exitcode.Timeout {
+		t.Fatalf("exit code = %d, want %d (the stale Job must not release the pod); stderr:\n%s", got, exitcode.Timeout, &h.stderr)
 	}
 }
 
@@ -218,7 +219,7 @@ func TestProbeExitCodes(t *testing.T) {
 		want int
 	}{
 		{"exits 0 on a 2xx answer", []string{"probe", "--url", ok.URL}, 0},
-		{"exits 4 on timeout", []string{"probe", "--url", broken.URL, "--timeout", "100ms", "--interval", "10ms"}, exitTimeout},
+		{"exits 4 on timeout", []string{"probe", "--url", broken.URL, "--timeout", "100ms", "--interval", "10ms"}, exitcode.Timeout},
 		{"exits 2 without a URL", []string{"probe"}, 2},
 		{"exits 2 with an invalid URL", []string{"probe", "--url", "ftp://x"}, 2},
 	}
@@ -267,7 +268,7 @@ func TestVersionPrintsTheBuildVersion(t *testing.T) {
 
 func TestLogLinesAreKeyValuePairsStartingWithTheTime(t *testing.T) {
 	h := newHarness(job(batchv1.JobComplete))
-	if got := h.run("wait", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate-"+identity); got != exitOK {
+	if got := h.run("wait", "--identity", identity, "--records", "shop-app-migrations", "--job", "shop-app-migrate-"+identity); got != exitcode.OK {
 		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
 	}
 	line := regexp.MustCompile(`^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z level=[A-Z]+ msg=`)
@@ -275,49 +276,5 @@ func TestLogLinesAreKeyValuePairsStartingWithTheTime(t *testing.T) {
 		if !line.MatchString(l) {
 			t.Errorf("log line without time, level and msg: %q", l)
 		}
-	}
-}
-
-func TestTheFirstSignalCancelsTheCommandAndTheSecondKillsItsProcessGroupAndThenTheGate(t *testing.T) {
-	prev := hardStopGrace
-	hardStopGrace = 100 * time.Millisecond
-	t.Cleanup(func() { hardStopGrace = prev })
-	sigs := make(chan os.Signal, 2)
-	ctx, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	kill := make(chan struct{})
-	exited := make(chan struct{})
-	var logs bytes.Buffer
-	go onSignals(sigs, cancel, kill, cli.NewLogger(&logs), func() { close(exited) })
-
-	sigs <- syscall.SIGTERM
-	select {
-	case <-ctx.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the first signal did not cancel the command's context")
-	}
-	if got := context.Cause(ctx).Error(); got != "received terminated" {
-		t.Errorf("cause = %q, want %q", got, "received terminated")
-	}
-	select {
-	case <-kill:
-		t.Fatal("the first signal closed kill: the migration must get its SIGTERM and time to stop")
-	case <-exited:
-		t.Fatal("the first signal ended the gate")
-	case <-time.After(300 * time.Millisecond):
-	}
-	sigs <- os.Interrupt
-	select {
-	case <-kill:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the second signal did not close kill")
-	}
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the gate did not exit after the second signal's grace")
-	}
-	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "received interrupt again") {
-		t.Errorf("the second signal is not logged at level WARN:\n%s", logs.String())
 	}
 }

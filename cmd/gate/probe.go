@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/probe"
 )
 
@@ -26,10 +27,10 @@ func (o *probeOptions) register(fs *flag.FlagSet) {
 // runProbe is `gate probe`: it GETs the URL until it answers 2xx (exit 0) or the timeout passed (3).
 func runProbe(ctx context.Context, o *probeOptions, e *env) error {
 	if o.url == "" {
-		return usageErrorf("--url is required")
+		return cli.Usagef("--url is required")
 	}
 	if o.timeout <= 0 || o.interval <= 0 {
-		return usageErrorf("--timeout and --interval must be > 0")
+		return cli.Usagef("--timeout and --interval must be > 0")
 	}
 	log := e.logger()
 	err := probe.Run(ctx, probe.Config{URL: o.url, Timeout: o.timeout, Interval: o.interval, Logf: cli.Logf(log)})
@@ -37,15 +38,15 @@ func runProbe(ctx context.Context, o *probeOptions, e *env) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, probe.ErrInvalidURL):
-		return &usageError{err: err}
+		return &cli.UsageError{Err: err}
 	case errors.Is(err, probe.ErrTimeout):
 		log.Error(err.Error())
-		return cli.Exit(exitTimeout, err)
+		return cli.Exit(exitcode.Timeout, err)
 	case ctx.Err() != nil:
 		log.Error("interrupted: " + err.Error())
-		return cli.Exit(exitInterrupted, err)
+		return cli.Exit(exitcode.Interrupted, err)
 	default:
 		log.Error(err.Error())
-		return cli.Exit(exitFailed, err)
+		return cli.Exit(exitcode.Failed, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
@@ -40,7 +41,7 @@ func TestRequireContractRefusesTheMigrationOnlyWhileTheIdentityDeployedBeforeHas
 			data: func(t *testing.T) map[string]string {
 				return map[string]string{"0000000001": entryOf(t, 30, true), "0000000002": entryOf(t, 20, false)}
 			},
-			wantCode: exitRefused, wantLog: "refusing the migration of " + identity + ": the identity deployed before it, 0000000002"},
+			wantCode: exitcode.Refused, wantLog: "refusing the migration of " + identity + ": the identity deployed before it, 0000000002"},
 		{name: "an older identity's pending contract does not count once a later one ran its own",
 			data: func(t *testing.T) map[string]string {
 				return map[string]string{"0000000001": entryOf(t, 30, false), "0000000002": entryOf(t, 20, true)}

@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/exitcode"
 )
 
 func TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds(t *testing.T) {
@@ -61,8 +62,8 @@ func TestRunRecordsTheIdentityOnlyWhenTheMigrationCommandSucceeds(t *testing.T) 
 
 func TestRunNeedsACommandAndACommandThatStarts(t *testing.T) {
 	h := newHarness(recordsConfigMap())
-	if got := h.run("run", "--identity", identity, "--records", "shop-app-migrations", "--job", "j"); got != exitUsage {
-		t.Errorf("without a command: exit code %d, want %d", got, exitUsage)
+	if got := h.run("run", "--identity", identity, "--records", "shop-app-migrations", "--job", "j"); got != exitcode.Usage {
+		t.Errorf("without a command: exit code %d, want %d", got, exitcode.Usage)
 	}
 	if got := h.run("run", "--identity", identity, "--records", "shop-app-migrations", "--job", "j", "--", "/does/not/exist"); got != 127 {
 		t.Errorf("with a missing command: exit code %d, want 127", got)
@@ -94,7 +95,7 @@ func TestRunNeverRunsAnIdentityThatIsAlreadyRecorded(t *testing.T) {
 	cm.Data = map[string]string{identity: `{"completedAt":"2026-01-02T03:04:05.000Z","job":"shop-app-migrate-old"}`}
 	h := newHarness(cm)
 	marker := filepath.Join(t.TempDir(), "ran")
-	if got := h.run(runArgs("--", "/bin/sh", "-c", "touch "+marker)...); got != exitOK {
+	if got := h.run(runArgs("--", "/bin/sh", "-c", "touch "+marker)...); got != exitcode.OK {
 		t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
 	}
 	if _, err := os.Stat(marker); err == nil {
@@ -110,7 +111,7 @@ func TestRunNeverRunsAnIdentityThatIsAlreadyRecorded(t *testing.T) {
 func TestRunCreatesAMissingRecordsConfigMapWithTheChartsMetadata(t *testing.T) {
 	h := newHarness()
 	meta := `{"labels":{"app.kubernetes.io/managed-by":"Helm"},"annotations":{"meta.helm.sh/release-name":"shop"}}`
-	if got := h.run(runArgs("--create-records", meta, "--", "/bin/sh", "-c", "true")...); got != exitOK {
+	if got := h.run(runArgs("--create-records", meta, "--", "/bin/sh", "-c", "true")...); got != exitcode.OK {
 		t.Fatalf("exit code = %d; stderr:\n%s", got, &h.stderr)
 	}
 	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
@@ -124,8 +125,8 @@ func TestRunCreatesAMissingRecordsConfigMapWithTheChartsMetadata(t *testing.T) {
 
 func TestRunWithoutCreateRecordsWaitsForTheConfigMapAndSaysSo(t *testing.T) {
 	h := newHarness()
-	if got := h.run(runArgs("--wait-for-configmap", "200ms", "--", "/bin/sh", "-c", "true")...); got != exitFailed {
-		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitFailed, &h.stderr)
+	if got := h.run(runArgs("--wait-for-configmap", "200ms", "--", "/bin/sh", "-c", "true")...); got != exitcode.Failed {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitcode.Failed, &h.stderr)
 	}
 	if !strings.Contains(h.stderr.String(), "does not exist") {
 		t.Errorf("stderr does not explain the missing ConfigMap:\n%s", &h.stderr)
@@ -148,8 +149,8 @@ func TestRunNeverRecordsAMigrationThatExitsZeroAfterTheGateWasAskedToStop(t *tes
 	}()
 	// a tool that traps SIGTERM and exits 0 halfway through its work
 	script := "trap 'exit 0' TERM; touch " + started + "; while :; do sleep 0.05; done"
-	if got := cli.ExitCode(run(ctx, runArgs("--", "/bin/sh", "-c", script), h.env)); got != exitInterrupted {
-		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitInterrupted, &h.stderr)
+	if got := cli.ExitCode(run(ctx, runArgs("--", "/bin/sh", "-c", script), h.env)); got != exitcode.Interrupted {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitcode.Interrupted, &h.stderr)
 	}
 	cm, err := h.cs.CoreV1().ConfigMaps("shop").Get(context.Background(), "shop-app-migrations", metav1.GetOptions{})
 	if err != nil {
@@ -168,8 +169,8 @@ func TestRunDoesNotStartTheMigrationOnceTheGateWasAskedToStop(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // SIGTERM between reading the records and starting the command
 	marker := filepath.Join(t.TempDir(), "ran")
-	if got := cli.ExitCode(run(ctx, runArgs("--", "/bin/sh", "-c", "touch "+marker), h.env)); got != exitInterrupted {
-		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitInterrupted, &h.stderr)
+	if got := cli.ExitCode(run(ctx, runArgs("--", "/bin/sh", "-c", "touch "+marker), h.env)); got != exitcode.Interrupted {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitcode.Interrupted, &h.stderr)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the migration command started after the gate was asked to stop")
@@ -184,8 +185,8 @@ func TestRunDoesNotRunTheMigrationWhenTheRecordsCannotBeRead(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "shop-app-migrations", errors.New("RBAC: access denied"))
 	})
 	marker := filepath.Join(t.TempDir(), "ran")
-	if got := h.run(runArgs("--wait-for-configmap", "100ms", "--", "/bin/sh", "-c", "touch "+marker)...); got != exitFailed {
-		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitFailed, &h.stderr)
+	if got := h.run(runArgs("--wait-for-configmap", "100ms", "--", "/bin/sh", "-c", "touch "+marker)...); got != exitcode.Failed {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitcode.Failed, &h.stderr)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the migration ran although the gate could not tell whether identity %s is recorded (it is): a rollback would run an older migration on a newer schema", identity)
@@ -200,8 +201,8 @@ func TestRunRefusesAnIdentityWhoseRecordWasPrunedNamingKeepRecords(t *testing.T)
 	cm.Data = map[string]string{"pruned": "0123456789 " + identity}
 	h := newHarness(cm)
 	marker := filepath.Join(t.TempDir(), "ran")
-	if got := h.run(runArgs("--", "/bin/sh", "-c", "touch "+marker)...); got != exitRefused {
-		t.Fatalf("exit code = %d, want %d (refused, not retried); stderr:\n%s", got, exitRefused, &h.stderr)
+	if got := h.run(runArgs("--", "/bin/sh", "-c", "touch "+marker)...); got != exitcode.Refused {
+		t.Fatalf("exit code = %d, want %d (refused, not retried); stderr:\n%s", got, exitcode.Refused, &h.stderr)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the migration of a pruned identity ran: a rollback past the kept records runs an older migration on a newer schema")
@@ -242,7 +243,7 @@ func TestRunRunsARecordedIdentityAgainOnlyWhenTheDatabaseChangedSince(t *testing
 			cm.Data = map[string]string{identity: tt.record}
 			h := newHarness(cm, databasePod("now", created))
 			marker := filepath.Join(t.TempDir(), "ran")
-			if got := h.run(runArgs("--database-object", "pod/shop-db-0", "--", "/bin/sh", "-c", "touch "+marker)...); got != exitOK {
+			if got := h.run(runArgs("--database-object", "pod/shop-db-0", "--", "/bin/sh", "-c", "touch "+marker)...); got != exitcode.OK {
 				t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
 			}
 			_, err := os.Stat(marker)
@@ -267,8 +268,8 @@ func TestRunWaitsForTheDatabasesObjectAndFailsClearlyWhenItNeverComes(t *testing
 	h := newHarness(recordsConfigMap())
 	marker := filepath.Join(t.TempDir(), "ran")
 	got := h.run(runArgs("--database-object", "pod/shop-db-0", "--wait-for-postgres-timeout", "1s", "--", "/bin/sh", "-c", "touch "+marker)...)
-	if got != exitFailed {
-		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitFailed, &h.stderr)
+	if got != exitcode.Failed {
+		t.Fatalf("exit code = %d, want %d; stderr:\n%s", got, exitcode.Failed, &h.stderr)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("the migration ran without knowing its database")
@@ -322,7 +323,7 @@ func TestRunKeepsTheRecordsInAStoreOwnedByTheDatabaseThatAWipedReleaseConfigMapD
 				db = tt.args
 			}
 			args := runArgs(append(append([]string{"--store", store}, db...), "--", "/bin/sh", "-c", "touch "+marker)...)
-			if got := h.run(args...); got != exitOK {
+			if got := h.run(args...); got != exitcode.OK {
 				t.Fatalf("exit code = %d, want 0; stderr:\n%s", got, &h.stderr)
 			}
 			_, err := os.Stat(marker)
@@ -370,8 +371,8 @@ func TestFailFastExitCodesAreExitCodes(t *testing.T) {
 	for _, bad := range []string{"0", "256", "three", "3,,x"} {
 		h := newHarness(recordsConfigMap())
 		if got := h.run("run", "--identity", identity, "--records", "shop-app-migrations", "--job", "j",
-			"--fail-fast-exit-codes", bad, "--", "true"); got != exitUsage {
-			t.Errorf("--fail-fast-exit-codes %q: exit code = %d, want %d (usage)", bad, got, exitUsage)
+			"--fail-fast-exit-codes", bad, "--", "true"); got != exitcode.Usage {
+			t.Errorf("--fail-fast-exit-codes %q: exit code = %d, want %d (usage)", bad, got, exitcode.Usage)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/premigrate/premigrate/internal/cli"
 	"github.com/premigrate/premigrate/internal/dbsecret"
+	"github.com/premigrate/premigrate/internal/exitcode"
 )
 
 // secretOptions are the flags of `gate secret`.
@@ -32,7 +33,7 @@ func (o *secretOptions) register(fs *flag.FlagSet) {
 // unless it has a password already, which it never replaces.
 func runSecret(ctx context.Context, o *secretOptions, e *env) error {
 	if o.name == "" || o.url == "" {
-		return usageErrorf("--name and --url are required")
+		return cli.Usagef("--name and --url are required")
 	}
 	ns, clients, err := o.k8s.setup(e)
 	if err != nil {
@@ -44,7 +45,7 @@ func runSecret(ctx context.Context, o *secretOptions, e *env) error {
 	})
 	if err != nil {
 		log.Error(err.Error())
-		return cli.Exit(exitFailed, err)
+		return cli.Exit(exitcode.Failed, err)
 	}
 	switch out {
 	case dbsecret.Filled:

@@ -7,13 +7,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/premigrate/premigrate/internal/exitcode"
 )
 
 func TestSecretFillsTheRenderedSecretOnceAndKeepsItsPasswordAfter(t *testing.T) {
 	empty := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shop-app-postgresql", Namespace: "shop"}}
 	h := newHarness(empty)
 	args := []string{"secret", "--name", "shop-app-postgresql", "--url", "postgres://app:{password}@shop-app-postgresql:5432/app"}
-	if got := h.run(args...); got != exitOK {
+	if got := h.run(args...); got != exitcode.OK {
 		t.Fatalf("exit %d, want 0; stderr:\n%s", got, &h.stderr)
 	}
 	s, err := h.cs.CoreV1().Secrets("shop").Get(context.Background(), "shop-app-postgresql", metav1.GetOptions{})
@@ -24,7 +26,7 @@ func TestSecretFillsTheRenderedSecretOnceAndKeepsItsPasswordAfter(t *testing.T) 
 	if len(first) != 24 || string(s.Data["url"]) != "postgres://app:"+first+"@shop-app-postgresql:5432/app" {
 		t.Fatalf("the Secret holds %q, want a password of 24 characters and the URL made from it", s.Data)
 	}
-	if got := h.run(args...); got != exitOK {
+	if got := h.run(args...); got != exitcode.OK {
 		t.Fatalf("second run: exit %d, want 0; stderr:\n%s", got, &h.stderr)
 	}
 	s, _ = h.cs.CoreV1().Secrets("shop").Get(context.Background(), "shop-app-postgresql", metav1.GetOptions{})
@@ -43,9 +45,9 @@ func TestSecretNamesWhatIsMissing(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no name", []string{"secret", "--url", "postgres://app:{password}@db/app"}, exitUsage, "--name and --url are required"},
-		{"no Secret", []string{"secret", "--name", "gone", "--url", "postgres://app:{password}@db/app"}, exitFailed, "secret gone does not exist"},
-		{"no placeholder", []string{"secret", "--name", "gone", "--url", "postgres://app@db/app"}, exitFailed, "must hold {password} once"},
+		{"no name", []string{"secret", "--url", "postgres://app:{password}@db/app"}, exitcode.Usage, "--name and --url are required"},
+		{"no Secret", []string{"secret", "--name", "gone", "--url", "postgres://app:{password}@db/app"}, exitcode.Failed, "secret gone does not exist"},
+		{"no placeholder", []string{"secret", "--name", "gone", "--url", "postgres://app@db/app"}, exitcode.Failed, "must hold {password} once"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()

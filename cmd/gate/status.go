@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/kubeclient"
 	"github.com/premigrate/premigrate/internal/status"
 )
@@ -26,13 +27,13 @@ func (o *statusOptions) register(fs *flag.FlagSet) {
 // someone acts) or 1 (it could not read the release).
 func runStatus(ctx context.Context, o *statusOptions, e *env) error {
 	if o.release == "" {
-		return usageErrorf("--release is required")
+		return cli.Usagef("--release is required")
 	}
 	log := e.logger()
 	ns, err := kubeclient.Namespace(o.k8s.namespace, e.getenv, e.namespaceFile)
 	if err != nil {
 		log.Error(err.Error())
-		return cli.Exit(exitFailed, err)
+		return cli.Exit(exitcode.Failed, err)
 	}
 	cfg, err := kubeclient.Config(o.k8s.kubeconfig, o.k8s.tokenDir, e.getenv)
 	if err == nil {
@@ -48,11 +49,11 @@ func runStatus(ctx context.Context, o *statusOptions, e *env) error {
 	}
 	if err != nil {
 		log.Error(fmt.Sprintf("reading release %s in namespace %s: %v", o.release, ns, err))
-		return cli.Exit(exitFailed, err)
+		return cli.Exit(exitcode.Failed, err)
 	}
 	r := status.Build(s)
 	if err := r.Write(e.Out); err != nil {
-		return cli.Exit(exitFailed, err)
+		return cli.Exit(exitcode.Failed, err)
 	}
 	if r.Code != status.OK {
 		return cli.Exit(r.Code, nil)

@@ -10,7 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/dbid"
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/gate"
+	"github.com/premigrate/premigrate/internal/record"
 	"github.com/premigrate/premigrate/internal/ungate"
 )
 
@@ -43,24 +46,24 @@ func (o *ungateOptions) register(fs *flag.FlagSet) {
 // wait decides it for one pod.
 func runUngate(ctx context.Context, o *ungateOptions, e *env) error {
 	if o.selector == "" {
-		return usageErrorf("--selector is required: the gate never watches every pod of the namespace")
+		return cli.Usagef("--selector is required: the gate never watches every pod of the namespace")
 	}
 	sel, err := labels.Parse(o.selector)
 	if err != nil {
-		return usageErrorf("--selector %q: %v", o.selector, err)
+		return cli.Usagef("--selector %q: %v", o.selector, err)
 	}
 	if sel.Empty() {
-		return usageErrorf("--selector %q selects every pod: name the release's gated pods", o.selector)
+		return cli.Usagef("--selector %q selects every pod: name the release's gated pods", o.selector)
 	}
 	if o.records == "" {
-		return usageErrorf("--records is required")
+		return cli.Usagef("--records is required")
 	}
 	if o.retry <= 0 || o.progress <= 0 {
-		return usageErrorf("--retry-after-failure and --progress-interval must be > 0")
+		return cli.Usagef("--retry-after-failure and --progress-interval must be > 0")
 	}
 	spec, err := o.db.spec(e.getenv)
 	if err != nil {
-		return &usageError{err: err}
+		return &cli.UsageError{Err: err}
 	}
 	ns, clients, err := o.k8s.setup(e)
 	if err != nil {
@@ -68,10 +71,10 @@ func runUngate(ctx context.Context, o *ungateOptions, e *env) error {
 	}
 	log := e.logger()
 	wait := func(ctx context.Context, identity, job string) (gate.Result, error) {
-		if err := checkIdentity(identity); err != nil {
+		if err := record.CheckIdentity(identity); err != nil {
 			return gate.Result{}, err
 		}
-		database, err := resolveDatabase(ctx, spec, clients.objectGetter(ns), 24*time.Hour, log)
+		database, err := dbid.ResolveWithin(ctx, spec, clients.objects(ns), 24*time.Hour, log)
 		if err != nil {
 			return gate.Result{}, err
 		}
@@ -105,5 +108,5 @@ func runUngate(ctx context.Context, o *ungateOptions, e *env) error {
 		return nil
 	}
 	log.Error(err.Error())
-	return cli.Exit(exitFailed, err)
+	return cli.Exit(exitcode.Failed, err)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/ungate"
 )
 
@@ -49,7 +50,7 @@ func TestUngateReleasesAHeldPodOnceItsMigrationJobCompleted(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	cancel()
-	if got := <-done; got != exitOK {
+	if got := <-done; got != exitcode.OK {
 		t.Errorf("exit code after a stop = %d, want 0; stderr:\n%s", got, &h.stderr)
 	}
 }
@@ -67,8 +68,8 @@ func TestUngateRequiresASelectorThatNamesThePodsAndTheRecords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness()
-			if got := h.run(append([]string{"ungate"}, tc.args...)...); got != exitUsage || !strings.Contains(h.stderr.String(), tc.want) {
-				t.Errorf("exit code %d, want %d with %q; stderr:\n%s", got, exitUsage, tc.want, &h.stderr)
+			if got := h.run(append([]string{"ungate"}, tc.args...)...); got != exitcode.Usage || !strings.Contains(h.stderr.String(), tc.want) {
+				t.Errorf("exit code %d, want %d with %q; stderr:\n%s", got, exitcode.Usage, tc.want, &h.stderr)
 			}
 		})
 	}

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"os/exec"
-	"syscall"
 	"time"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/dbid"
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/gate"
+	"github.com/premigrate/premigrate/internal/record"
 )
 
 // waitOptions are the flags of `gate wait`.
@@ -43,21 +43,21 @@ func (o *waitOptions) register(fs *flag.FlagSet) {
 // runWait is `gate wait`: it holds the app pod until the migration of its identity succeeded (exit 0, or
 // the command after -- replaces the gate), failed (1) or the timeout passed (3).
 func runWait(ctx context.Context, o *waitOptions, e *env) error {
-	if err := checkIdentity(o.identity); err != nil {
-		return &usageError{err: err}
+	if err := record.CheckIdentity(o.identity); err != nil {
+		return cli.Usagef("--%v", err)
 	}
 	if o.records == "" {
-		return usageErrorf("--records is required")
+		return cli.Usagef("--records is required")
 	}
 	if o.job == "" {
-		return usageErrorf("--job is required")
+		return cli.Usagef("--job is required")
 	}
 	if o.timeout < 0 || o.progress <= 0 {
-		return usageErrorf("--timeout must be >= 0 and --progress-interval > 0")
+		return cli.Usagef("--timeout must be >= 0 and --progress-interval > 0")
 	}
 	spec, err := o.db.spec(e.getenv)
 	if err != nil {
-		return &usageError{err: err}
+		return &cli.UsageError{Err: err}
 	}
 	ns, clients, err := o.k8s.setup(e)
 	if err != nil {
@@ -68,13 +68,13 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 	if limit == 0 {
 		limit = 24 * time.Hour
 	}
-	database, err := resolveDatabase(ctx, spec, clients.objectGetter(ns), limit, log)
+	database, err := dbid.ResolveWithin(ctx, spec, clients.objects(ns), limit, log)
 	if err != nil {
 		log.Error(fmt.Sprintf("not starting the app: %v", err))
 		if ctx.Err() != nil {
-			return cli.Exit(exitInterrupted, err)
+			return cli.Exit(exitcode.Interrupted, err)
 		}
-		return cli.Exit(exitTimeout, err)
+		return cli.Exit(exitcode.Timeout, err)
 	}
 	res, err := gate.Wait(ctx, gate.Config{
 		Namespace:        ns,
@@ -89,10 +89,10 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 	}, clients.jobs(ns), clients.configMaps(ns))
 	switch {
 	case errors.Is(err, gate.ErrInvalidConfig):
-		return &usageError{err: err}
+		return &cli.UsageError{Err: err}
 	case err != nil:
 		log.Warn(fmt.Sprintf("interrupted: %v", err))
-		return cli.Exit(exitInterrupted, err)
+		return cli.Exit(exitcode.Interrupted, err)
 	}
 	switch res.Outcome {
 	case gate.Succeeded:
@@ -102,27 +102,14 @@ func runWait(ctx context.Context, o *waitOptions, e *env) error {
 		log.Info(fmt.Sprintf("starting %s", o.then[0]))
 		err := e.exec(o.then)
 		log.Error(fmt.Sprintf("starting %s: %v", o.then[0], err))
-		return cli.Exit(exitFailed, err)
+		return cli.Exit(exitcode.Failed, err)
 	case gate.Failed:
-		return cli.Exit(exitFailed, errors.New(res.Summary))
+		return cli.Exit(exitcode.Failed, errors.New(res.Summary))
 	case gate.TimedOut:
-		return cli.Exit(exitTimeout, errors.New(res.Summary))
+		return cli.Exit(exitcode.Timeout, errors.New(res.Summary))
 	default:
 		err := fmt.Errorf("unexpected outcome %v", res.Outcome)
 		log.Error(err.Error())
-		return cli.Exit(exitFailed, err)
+		return cli.Exit(exitcode.Failed, err)
 	}
-}
-
-// execCommand replaces the gate's process with argv, looked up on PATH, with the gate's environment: the
-// app keeps the container's PID, so it receives the kubelet's signals itself.
-func execCommand(argv []string) error {
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
-		return fmt.Errorf("finding the command: %w", err)
-	}
-	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
-		return fmt.Errorf("executing %s: %w", path, err)
-	}
-	return nil
 }

@@ -5,11 +5,14 @@ package record
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // PrunedKey is the key that lists the identities pruned from the records (--keep), oldest first, separated by
@@ -151,4 +154,15 @@ func Prune(data map[string]string, identity string, keep int) []string {
 	}
 	sort.Strings(drop)
 	return drop
+}
+
+// CheckIdentity rejects identities that cannot be keys of the records (ConfigMap keys).
+func CheckIdentity(identity string) error {
+	if identity == "" {
+		return errors.New("identity is required")
+	}
+	if errs := validation.IsConfigMapKey(identity); len(errs) > 0 {
+		return fmt.Errorf("identity %q is not a valid ConfigMap key: %s", identity, strings.Join(errs, "; "))
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package migration
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/dbid"
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/policy"
 	"github.com/premigrate/premigrate/internal/record"
 )
@@ -20,7 +22,7 @@ import (
 // may have completed during the wait. It returns done=true with the exit code when the command must not run:
 // the identity was recorded meanwhile (a nil error), a migration deployed after this one already succeeded
 // on this database (never backwards: its Job was created later), or the lock could not be taken.
-func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.Lock, bool, error) {
+func (r *recorder) lock(ctx context.Context, e *Env, log *slog.Logger) (*record.Lock, bool, error) {
 	logf := cli.Logf(log)
 	created, uid, known := r.readJob(ctx, log)
 	if known {
@@ -29,15 +31,15 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 	o := record.LockOptions{
 		Namespace: r.ns,
 		ConfigMap: r.recordsAt(),
-		Holder:    record.Holder{Identity: r.o.identity, Job: r.o.job, JobUID: uid, JobCreated: r.jobCreated, Pod: e.getenv("HOSTNAME")},
+		Holder:    record.Holder{Identity: r.o.Identity, Job: r.o.Job, JobUID: uid, JobCreated: r.jobCreated, Pod: e.Getenv("HOSTNAME")},
 		Create:    r.meta,
-		Running:   holderRunning(r.clients.pods(r.ns)),
-		Now:       e.now,
+		Running:   holderRunning(r.clients.Pods),
+		Now:       e.Now,
 		// --wait-for-configmap: a chart that does not let the gate create the records waits for them
-		WaitForConfigMap: r.o.waitCM,
+		WaitForConfigMap: r.o.WaitForConfigMap,
 		Log:              log,
 	}
-	if r.o.store != "" {
+	if r.o.Store != "" {
 		var w record.Options
 		if err := r.storeOptions(ctx, &w); err != nil {
 			err = fmt.Errorf("not running the migration: preparing the records store for the migration lock: %w", err)
@@ -46,9 +48,9 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 		}
 		o.Create, o.Owner, o.Seed = w.Create, w.Owner, w.Seed
 	}
-	l, cm, err := record.Acquire(ctx, r.clients.configMaps(r.ns), o)
+	l, cm, err := record.Acquire(ctx, r.clients.ConfigMaps, o)
 	if err != nil {
-		err = fmt.Errorf("not running the migration %s: %w", r.o.identity, err)
+		err = fmt.Errorf("not running the migration %s: %w", r.o.Identity, err)
 		log.Error(err.Error())
 		return nil, true, r.exitFor(ctx, err)
 	}
@@ -57,7 +59,7 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 			log.Warn(fmt.Sprintf("warning: %v", err))
 		}
 	}
-	in := policy.Run{Identity: r.o.identity, Records: cm.Data, Database: r.database, JobCreated: created, Job: r.o.job, Keep: r.o.keep}
+	in := policy.Run{Identity: r.o.Identity, Records: cm.Data, Database: r.database, JobCreated: created, Job: r.o.Job, Keep: r.o.Keep}
 	d, err := r.decide(ctx, e, log, &in, policy.UnderLock)
 	if err != nil {
 		release()
@@ -67,28 +69,28 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 	case d.Verdict == policy.Done:
 		release()
 		logf("migration %s was recorded by Job %s at %s while this one waited for the lock: nothing to do",
-			r.o.identity, d.Entry.Job, d.Entry.CompletedAt.Format(time.RFC3339))
+			r.o.Identity, d.Entry.Job, d.Entry.CompletedAt.Format(time.RFC3339))
 		return nil, true, nil
 	case d.Verdict == policy.Refuse && d.Reason == policy.DeployedLater:
 		release()
 		err := fmt.Errorf("not running migration %s (Job %s, created %s at the latest): migration %s of Job %s, created later (%s), already succeeded "+
 			"on this database at %s, and a migration never runs after one deployed after it (an older migration against a newer schema); "+
 			"the release runs %s or later now, so this Job has nothing left to do",
-			r.o.identity, r.o.job, created.UTC().Format(time.RFC3339), d.Other, d.Entry.Job,
+			r.o.Identity, r.o.Job, created.UTC().Format(time.RFC3339), d.Other, d.Entry.Job,
 			d.Entry.JobCreated.UTC().Format(time.RFC3339), d.Entry.CompletedAt.UTC().Format(time.RFC3339), d.Other)
 		log.Error(err.Error())
-		return nil, true, cli.Exit(exitRefused, err)
+		return nil, true, cli.Exit(exitcode.Refused, err)
 	case d.Verdict == policy.Refuse && d.Reason == policy.RecordsFull:
 		release()
-		err := fmt.Errorf("not running migration %s: %s (ConfigMap %s/%s)", r.o.identity, d.Why, r.ns, r.recordsAt())
+		err := fmt.Errorf("not running migration %s: %s (ConfigMap %s/%s)", r.o.Identity, d.Why, r.ns, r.recordsAt())
 		log.Error(err.Error())
-		return nil, true, cli.Exit(exitRefused, err)
+		return nil, true, cli.Exit(exitcode.Refused, err)
 	case d.Verdict == policy.Refuse:
 		release()
 		err := fmt.Errorf("not running migration %s: %s; its record was pruned from ConfigMap %s/%s while this Job waited for the lock (raise migration.keepRecords)",
-			r.o.identity, d.Why, r.ns, r.recordsAt())
+			r.o.Identity, d.Why, r.ns, r.recordsAt())
 		log.Error(err.Error())
-		return nil, true, cli.Exit(exitRefused, err)
+		return nil, true, cli.Exit(exitcode.Refused, err)
 	}
 	return l, false, nil
 }
@@ -98,7 +100,7 @@ func (r *recorder) lock(ctx context.Context, e *env, log *slog.Logger) (*record.
 // Failed, runs nothing; one that is Pending or Running may be cut off from the API server with its migration
 // still going (its Role lets the gate get pods, not list them). A lock written by no known pod (unreadable)
 // falls back to the lease.
-func holderRunning(pods podGetter) func(context.Context, record.Holder) (bool, string, error) {
+func holderRunning(pods dbid.PodGetter) func(context.Context, record.Holder) (bool, string, error) {
 	return func(ctx context.Context, h record.Holder) (bool, string, error) {
 		if h.Pod == "" || h.Job == "?" {
 			return false, "it names no pod", nil
@@ -124,9 +126,9 @@ func holderRunning(pods podGetter) func(context.Context, record.Holder) (bool, s
 
 func (r *recorder) exitFor(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return cli.Exit(exitInterrupted, err)
+		return cli.Exit(exitcode.Interrupted, err)
 	}
-	return cli.Exit(exitFailed, err)
+	return cli.Exit(exitcode.Failed, err)
 }
 
 // readJob reads the creation time of this migration's Job, and its UID,: the order in which migrations were
@@ -134,7 +136,7 @@ func (r *recorder) exitFor(ctx context.Context, err error) error {
 // returns the time this process started, after the Job's creation: a record of a Job created after that is
 // still known to be of a later deploy.
 func (r *recorder) readJob(ctx context.Context, log *slog.Logger) (time.Time, string, bool) {
-	job, err := r.clients.jobs(r.ns).Get(ctx, r.o.job, metav1.GetOptions{})
+	job, err := r.clients.Jobs.Get(ctx, r.o.Job, metav1.GetOptions{})
 	if err != nil {
 		why := err.Error()
 		if apierrors.IsForbidden(err) {
@@ -142,7 +144,7 @@ func (r *recorder) readJob(ctx context.Context, log *slog.Logger) (time.Time, st
 		}
 		log.Warn(fmt.Sprintf("warning: cannot read Job %s/%s for its creation time (%s): checking the order of the migrations "+
 			"against this pod's start instead (a migration deployed after this Job but before this pod started is not seen as later)",
-			r.ns, r.o.job, why))
+			r.ns, r.o.Job, why))
 		return r.started, "", false
 	}
 	return job.CreationTimestamp.Time, string(job.UID), true

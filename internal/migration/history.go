@@ -1,4 +1,4 @@
-package main
+package migration
 
 import (
 	"context"
@@ -75,14 +75,14 @@ func (r *recorder) writeHistory(ctx context.Context, name string, keep int, run 
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), historyWriteTimeout)
 	defer cancel()
 	o := record.HistoryOptions{ConfigMap: name, Keep: keep, Create: r.gateOwnedMetadata()}
-	anchor, err := r.clients.configMaps(r.ns).Get(ctx, r.o.records, metav1.GetOptions{})
+	anchor, err := r.clients.ConfigMaps.Get(ctx, r.o.Records, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		o.Owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: anchor.Name, UID: anchor.UID}
 	case !apierrors.IsNotFound(err):
-		log.Warn(fmt.Sprintf("warning: run history: reading ConfigMap %s for the history's owner: %v", r.o.records, err))
+		log.Warn(fmt.Sprintf("warning: run history: reading ConfigMap %s for the history's owner: %v", r.o.Records, err))
 	}
-	if err := record.WriteRun(ctx, r.clients.configMaps(r.ns), o, run); err != nil {
+	if err := record.WriteRun(ctx, r.clients.ConfigMaps, o, run); err != nil {
 		log.Warn(fmt.Sprintf("warning: run history: %v: this run is missing from it", err))
 		return
 	}

@@ -1,9 +1,7 @@
-package main
+package migration
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,36 +9,13 @@ import (
 
 	"github.com/premigrate/premigrate/internal/child"
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/policy"
 )
 
-// checkTimeout bounds one run of the --check command: a check that does not answer is a broken check, not a
+// CheckTimeout bounds one run of the --check command: a check that does not answer is a broken check, not a
 // database without its migration.
-const checkTimeout = 5 * time.Minute
-
-// argvFlag is a command given as one JSON array of strings (--check '["bin/rails","db:abort_if_pending_migrations"]'),
-// so a chart renders it from a list without quoting rules of its own.
-type argvFlag struct{ argv *[]string }
-
-func (f argvFlag) String() string {
-	if f.argv == nil || len(*f.argv) == 0 {
-		return ""
-	}
-	b, _ := json.Marshal(*f.argv)
-	return string(b)
-}
-
-func (f argvFlag) Set(s string) error {
-	var argv []string
-	if err := json.Unmarshal([]byte(s), &argv); err != nil {
-		return fmt.Errorf("want a JSON array of strings, e.g. [\"migrate\",\"status\"]: %w", err)
-	}
-	if len(argv) == 0 || argv[0] == "" {
-		return errors.New("want a command: a JSON array whose first string names the executable")
-	}
-	*f.argv = argv
-	return nil
-}
+const CheckTimeout = 5 * time.Minute
 
 // databaseAgrees runs the --check command, which asks the database itself whether this identity's migration is
 // applied (exit 0: it is; any other exit: it is not): a record proves that the migration ran on this database
@@ -48,22 +23,22 @@ func (f argvFlag) Set(s string) error {
 // claim, keeps the record true about the past and false about the present). It returns an error with the exit
 // code when the check could not answer: it could not be started (126, 127), it timed out, or the gate was
 // asked to stop.
-func (r *recorder) databaseAgrees(ctx context.Context, e *env, log *slog.Logger) (bool, error) {
-	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
+func (r *recorder) databaseAgrees(ctx context.Context, e *Env, log *slog.Logger) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
-	start := e.now()
+	start := e.Now()
 	code := child.Run(cctx, r.check, e.Streams, log)
-	took := e.now().Sub(start).Round(time.Millisecond)
+	took := e.Now().Sub(start).Round(time.Millisecond)
 	var err error
 	switch {
 	case ctx.Err() != nil:
-		err = cli.Exit(exitInterrupted, fmt.Errorf("the gate was asked to stop while the check %s ran: not running the migration: %w",
+		err = cli.Exit(exitcode.Interrupted, fmt.Errorf("the gate was asked to stop while the check %s ran: not running the migration: %w",
 			r.checkText(), context.Cause(ctx)))
 	case cctx.Err() != nil:
-		err = cli.Exit(exitFailed, fmt.Errorf("the check %s did not answer within %s: not running the migration; fix the check (migration.check)",
-			r.checkText(), checkTimeout))
+		err = cli.Exit(exitcode.Failed, fmt.Errorf("the check %s did not answer within %s: not running the migration; fix the check (migration.check)",
+			r.checkText(), CheckTimeout))
 	case code == 126 || code == 127:
-		err = cli.Exit(exitFailed, fmt.Errorf("the check %s could not be run (exit %d): not running the migration; fix the check (migration.check)",
+		err = cli.Exit(exitcode.Failed, fmt.Errorf("the check %s could not be run (exit %d): not running the migration; fix the check (migration.check)",
 			r.checkText(), code))
 	}
 	if err != nil {
@@ -71,7 +46,7 @@ func (r *recorder) databaseAgrees(ctx context.Context, e *env, log *slog.Logger)
 		return false, err
 	}
 	cli.Logf(log)("the check %s exited %d in %s", r.checkText(), code, took)
-	return code == exitOK, nil
+	return code == exitcode.OK, nil
 }
 
 // checkText is the --check command as the log shows it.
@@ -81,7 +56,7 @@ func (r *recorder) checkText() string {
 
 // decide asks rule about in; when the rule asks the user's check (--check), it runs the check and asks the
 // rule again with its answer (in.Check says which). An error is the check's, with its exit code.
-func (r *recorder) decide(ctx context.Context, e *env, log *slog.Logger, in *policy.Run, rule func(policy.Run) policy.Decision) (policy.Decision, error) {
+func (r *recorder) decide(ctx context.Context, e *Env, log *slog.Logger, in *policy.Run, rule func(policy.Run) policy.Decision) (policy.Decision, error) {
 	if len(r.check) > 0 {
 		in.Check = policy.Unasked
 	}

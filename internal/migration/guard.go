@@ -1,8 +1,7 @@
-package main
+package migration
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/premigrate/premigrate/internal/cli"
+	"github.com/premigrate/premigrate/internal/exitcode"
 	"github.com/premigrate/premigrate/internal/record"
 )
 
@@ -21,60 +21,48 @@ import (
 // server's cache of policy parameters.
 const RecordedAnnotation = "premigrate.io/recorded-identities"
 
-// workloadResources are the kinds --guard-workload takes, and their resources.
+// workloadResources are the kinds Guard takes, and their resources.
 var workloadResources = map[string]string{"deployment": "deployments", "statefulset": "statefulsets", "daemonset": "daemonsets"}
 
-// workloadAnnotator sets one annotation on an apps/v1 workload.
-type workloadAnnotator interface {
+// ParseWorkload checks a workload the guard watches, KIND/NAME with KIND one of deployment, statefulset,
+// daemonset.
+func ParseWorkload(v string) error {
+	kind, name, ok := strings.Cut(v, "/")
+	if _, known := workloadResources[kind]; !ok || !known || name == "" {
+		return fmt.Errorf("%q is not KIND/NAME with KIND one of deployment, statefulset, daemonset", v)
+	}
+	return nil
+}
+
+// WorkloadAnnotator sets one annotation on an apps/v1 workload.
+type WorkloadAnnotator interface {
 	Annotate(ctx context.Context, resource, name, key, value, fieldManager string) error
 }
 
-// guardOptions are the flags `gate run` takes for the guard.
-type guardOptions struct {
-	workloads []string // KIND/NAME
-}
-
-func (o *guardOptions) register(fs *flag.FlagSet) {
-	fs.Func("guard-workload",
-		"KIND/NAME of a workload the guard at the API server watches (deployment, statefulset or daemonset; repeatable): once the "+
-			"identity is recorded, set its annotation "+RecordedAnnotation+" to the identities the records hold, so that the guard lets "+
-			"the workload's update to this identity through; needs patch on it. A workload that does not exist yet (a first install) is left",
-		func(v string) error {
-			kind, name, ok := strings.Cut(v, "/")
-			if _, known := workloadResources[kind]; !ok || !known || name == "" {
-				return fmt.Errorf("%q is not KIND/NAME with KIND one of deployment, statefulset, daemonset", v)
-			}
-			o.workloads = append(o.workloads, v)
-			return nil
-		})
-}
-
-// runGuard annotates the --guard-workload workloads with the identities the records hold, after `gate run`
+// Guard annotates the workloads (--guard-workload, KIND/NAME) with the identities the records hold, after `gate run`
 // exited 0 (its identity is recorded on this database). An API error, a refusal included (a Role created with
 // the Job may not be in force yet), is retried for --wait-for-configmap; one that lasts fails the run: the
 // workload's update would be refused by the guard, after the release's other objects changed.
-func runGuard(ctx context.Context, o *runOptions, g *guardOptions, e *env) error {
-	if len(g.workloads) == 0 {
+func Guard(ctx context.Context, cfg *Config, workloads []string, e *Env, clients Clients) error {
+	if len(workloads) == 0 {
 		return nil
 	}
-	r, err := o.prepare(e)
-	if err != nil {
-		return err
-	}
-	log := e.logger()
+	r := newRecorder(cfg, clients)
+	var err error
+	log := e.Log
 	logf := cli.Logf(log)
-	deadline := time.Now().Add(r.o.waitCM)
-	for _, w := range g.workloads {
+	deadline := time.Now().Add(r.o.WaitForConfigMap)
+	for _, w := range workloads {
 		kind, name, _ := strings.Cut(w, "/")
 		for delay := 500 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 			var ids []string
 			ids, err = r.recordedIdentities(ctx)
 			if err == nil {
-				err = r.clients.workloads(r.ns).Annotate(ctx, workloadResources[kind], name, RecordedAnnotation, strings.Join(ids, " "), record.FieldManager)
+				err = r.clients.Workloads.Annotate(ctx, workloadResources[kind], name, RecordedAnnotation, strings.Join(ids, " "), record.FieldManager)
 			}
 			if err == nil {
 				logf("%s %s/%s: annotation %s lists the %d recorded identities, so the guard lets its update to %s through",
-					kind, r.ns, name, RecordedAnnotation, len(ids), r.o.identity)
+					kind, r.ns, name, RecordedAnnotation, len(ids), r.o.Identity)
 				break
 			}
 			if apierrors.IsNotFound(err) {
@@ -92,12 +80,12 @@ func runGuard(ctx context.Context, o *runOptions, g *guardOptions, e *env) error
 			}
 			err = fmt.Errorf("migration %s is recorded, but %s %s/%s could not be annotated for the guard at the API server, which will refuse "+
 				"its update to this identity (the chart's guard Role grants patch on the workloads of guard.workloads: is it one of them?): %w",
-				r.o.identity, kind, r.ns, name, err)
+				r.o.Identity, kind, r.ns, name, err)
 			log.Error(err.Error())
 			if ctx.Err() != nil {
-				return cli.Exit(exitInterrupted, err)
+				return cli.Exit(exitcode.Interrupted, err)
 			}
-			return cli.Exit(exitFailed, err)
+			return cli.Exit(exitcode.Failed, err)
 		}
 	}
 	return nil
@@ -106,14 +94,14 @@ func runGuard(ctx context.Context, o *runOptions, g *guardOptions, e *env) error
 // recordedIdentities lists the identities the records hold (the store when set, else the release's records),
 // sorted; the current one is always among them.
 func (r *recorder) recordedIdentities(ctx context.Context) ([]string, error) {
-	rs, err := r.where().Read(ctx, r.clients.configMaps(r.ns))
+	rs, err := r.where().Read(ctx, r.clients.ConfigMaps)
 	if err != nil {
 		return nil, err
 	}
 	data := rs.Data
-	ids := []string{r.o.identity}
+	ids := []string{r.o.Identity}
 	for k := range data {
-		if k != record.PrunedKey && k != r.o.identity {
+		if k != record.PrunedKey && k != r.o.Identity {
 			ids = append(ids, k)
 		}
 	}
