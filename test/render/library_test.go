@@ -291,3 +291,17 @@ func TestInCommandModeTheLibrarysPodsAskTheDatabaseWithTheAppsOwnCheckAndNoAPIAc
 	}
 	assert.Greater(t, valueOf(d.Spec.ProgressDeadlineSeconds), any(int32(600)), "the rollout waits for the migration's deadline")
 }
+
+// premigrate-lib.all renders everything the values turn on: with the contract step, the guard and the check of
+// the previous contract on, their objects come from the same one include as the migration's, and none of them
+// without.
+func TestTheLibrarysAllRendersTheContractTheGuardAndTheRequireCheckOnlyWhenTheValuesTurnThemOn(t *testing.T) {
+	optional := []string{"Job/demo-ledger-contract ", "ServiceAccount/demo-ledger-contract ", "Role/demo-ledger-contract ",
+		"ValidatingAdmissionPolicy/", "ValidatingAdmissionPolicyBinding/", "Role/demo-ledger-migrate-guard ", "Job/demo-ledger-require-"}
+	off := renderLedger(t, "", true).summary()
+	on := renderLedger(t, "contract: true\nmigrations: {guard: {enabled: true}, requirePreviousContract: true}\n", true).summary()
+	for _, want := range optional {
+		assert.NotContains(t, off, want, "rendered with the values off")
+		assert.Contains(t, on, want, "not rendered with the values on")
+	}
+}

@@ -274,11 +274,13 @@ subjects:
 {{- end }}
 
 {{/*
-Every object above, as documents separated by `---`: one include for a chart that does not keep one object
-per template.
+Every object the values turn on, as documents separated by `---`: one include for a chart that does not keep
+one object per template. The objects above, the guard's (guard.enabled), the contract step's (contract.command)
+and the check of the previous contract (requirePreviousContract): each renders nothing when its values leave it
+off.
 */}}
 {{- define "premigrate-lib.all" -}}
-{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "ungateServiceAccount" "ungateDeployment" "ungatePolicy" "ungatePolicyBinding" "migrationJob" }}
+{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "ungateServiceAccount" "ungateDeployment" "ungatePolicy" "ungatePolicyBinding" "migrationJob" "guardPolicy" "guardPolicyBinding" "guardRole" "guardRoleBinding" "contractJob" "contractServiceAccount" "contractRole" "contractRoleBinding" "requireContractJob" }}
 {{- with include (printf "premigrate-lib.%s" $t) $ }}
 ---
 {{ . }}
