@@ -21,7 +21,7 @@ import (
 // upgrade, so it must show what the upgrade then applies, object for object: the hook Job of the same identity,
 // the embedded database's password kept (not a new one), the records' owner. assertDryRunShowsTheUpgrade takes
 // the preview before the upgrade and compares it with what Helm stored for the real one, hooks included; as its
-// negative control, the client-side preview (`--dry-run=client`, no lookup: a plain Job, no owner) must differ
+// negative control, the client-side preview (`--dry-run=client`, no lookup: no owner, the password given) must differ
 // from it, or the comparison could not see a lying render. Without the database's password that client-side
 // preview refuses (it would generate another password on every render); given it, it renders and differs.
 

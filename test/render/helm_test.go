@@ -133,11 +133,13 @@ func TestAHelmDryRunSortsTheHooksAsDesigned(t *testing.T) {
 			t.Errorf("notes:\n%s", rel.Info.Notes)
 		}
 	}
-	// An upgrade rendered without a cluster (client-only dry run, helm template) finds no records ConfigMap:
-	// a plain Job, as for migrations enabled on an installed release. The hook is checked with a cluster's
-	// answer to lookup in migration_test.go.
-	if got := hooks(install(embedded, true)); len(got) != 1 {
-		t.Errorf("client-only upgrade hooks %v, want helm test's Pod only", got)
+	// An upgrade rendered without a cluster (client-only dry run, helm diff upgrade) cannot tell whether the
+	// release's records exist: it shows what an upgrade of an installed release runs, the migration and its RBAC
+	// as pre-upgrade hooks (a release whose records are missing gets a plain Job from a render that reads the
+	// cluster: migration_test.go).
+	if got, hook := hooks(install(embedded, true)), "pre-upgrade"; len(got) != 5 || got["Job/"+fullname+"-migrate"] != hook ||
+		got["ServiceAccount/"+fullname+"-migrate"] != hook || got["Role/"+fullname+"-migrate"] != hook || got["RoleBinding/"+fullname+"-migrate"] != hook {
+		t.Errorf("client-only upgrade hooks %v, want the migration and its RBAC as %s hooks, and helm test's Pod", got, hook)
 	}
 
 	// The chart refuses clusters older than its kubeVersion.

@@ -54,6 +54,17 @@ func TestTheMigrationJobMatchesTheDesign(t *testing.T) {
 		}
 	})
 
+	t.Run("an upgrade rendered without a cluster (--dry-run=client, helm diff upgrade) shows the pre-upgrade hook an upgrade runs, an install the plain Job", func(t *testing.T) {
+		password := "postgresql: {auth: {password: given}}\n"
+		if job := render(t, renderOptions{noCluster: true, upgrade: true, values: password}).job(t); job.Name != fullname+"-migrate" ||
+			job.Annotations["helm.sh/hook"] != "pre-upgrade" {
+			t.Errorf("Job %s with hook %q, want %s-migrate, the pre-upgrade hook", job.Name, job.Annotations["helm.sh/hook"], fullname)
+		}
+		if job := render(t, renderOptions{noCluster: true, values: password}).job(t); !isPlainJobName(fullname, job.Name) {
+			t.Errorf("install: Job %s, want a plain Job named by its spec", job.Name)
+		}
+	})
+
 	t.Run("an upgrade that finds a records ConfigMap of an earlier chart (a hook, without Helm's ownership) leaves it out of the release", func(t *testing.T) {
 		old := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fullname + "-migrations", Namespace: namespace,
 			Annotations: map[string]string{"helm.sh/hook": "pre-install"}}}

@@ -211,18 +211,33 @@ is named by it: a changed pod template is always a new Job, never a patch of an 
 {{- end }}
 
 {{/*
-The records ConfigMap as the cluster has it (`lookup`; nothing under helm template): "missing", "owned"
-(it carries this release's Helm ownership, so Helm adopts or keeps it) or "foreign" (it exists without it:
-the pre-install hook of premigrate before 0.2.0, or one made by hand).
+The records ConfigMap as the cluster has it (`lookup`): "missing", "owned" (it carries this release's Helm
+ownership, so Helm adopts or keeps it), "foreign" (it exists without it: the pre-install hook of premigrate
+before 0.2.0, or one made by hand), or "unknown" for an upgrade rendered without the cluster (premigrate-lib.offline):
+an upgrade rendered so (helm upgrade --dry-run=client, helm diff upgrade, helm template --is-upgrade) shows the
+pre-upgrade hook that an upgrade of a release whose records exist runs, not a plain Job.
 */}}
 {{- define "premigrate-lib.recordsState" -}}
 {{- $cm := lookup "v1" "ConfigMap" .root.Release.Namespace .recordsName -}}
-{{- if not $cm -}}
+{{- if and (not $cm) .root.Release.IsUpgrade (include "premigrate-lib.offline" .root) -}}
+unknown
+{{- else if not $cm -}}
 missing
 {{- else if eq (dig "metadata" "annotations" "meta.helm.sh/release-name" "" $cm) .root.Release.Name -}}
 owned
 {{- else -}}
 foreign
+{{- end -}}
+{{- end }}
+
+{{/*
+"true" when the render cannot read the cluster (helm template, --dry-run=client, helm diff, Argo CD): every
+lookup finds nothing, even what every cluster has (the namespace's kube-root-ca.crt, the default namespace).
+Argument: the root context.
+*/}}
+{{- define "premigrate-lib.offline" -}}
+{{- if not (or (lookup "v1" "ConfigMap" .Release.Namespace "kube-root-ca.crt") (lookup "v1" "Namespace" "" "default")) -}}
+true
 {{- end -}}
 {{- end }}
 
