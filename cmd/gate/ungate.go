@@ -35,7 +35,7 @@ func (o *ungateOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.records, "records", "", "name of the records ConfigMap written by gate record (required)")
 	fs.StringVar(&o.store, "store", "",
 		"name of the ConfigMap that keeps the records outside the Helm release (gate run --store): once it exists its records count, those of --records until then")
-	fs.DurationVar(&o.retry, "retry-after-failure", 15*time.Second, "after a migration failed, ask again this much later (a new Job of the same name may succeed)")
+	fs.DurationVar(&o.retry, "retry-after-failure", 15*time.Second, "after a migration failed or a wait ended in an error, ask again this much later (a new Job of the same name may succeed)")
 	fs.DurationVar(&o.progress, "progress-interval", time.Minute, "period of the progress lines of each migration the pods wait for")
 	o.db.register(fs)
 	o.k8s.register(fs)

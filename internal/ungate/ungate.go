@@ -46,7 +46,9 @@ type Events interface {
 }
 
 // Waiter waits until the migration of identity, run by the Job called job, succeeded or failed (gate.Wait
-// without a timeout). Its error is for a cancelled ctx or a configuration that can never work.
+// without a timeout). An error (the database's object not found within the waiter's own bound, a pod's
+// annotation that names no identity) ends that wait: it is told on the pods and asked again after
+// RetryAfterFailure, as a failure is, since what caused it may be mended while the pods wait.
 type Waiter func(ctx context.Context, identity, job string) (gate.Result, error)
 
 // Config says which pods to release and how to learn that their migration succeeded.
@@ -61,8 +63,9 @@ type Config struct {
 	// Events receives a Warning Event on each held pod when its migration failed, and when a pod cannot be
 	// released (no identity annotation). Nil posts none.
 	Events Events
-	// RetryAfterFailure is how long a failed migration's identity waits before asking again (default 15s):
-	// a new Job of the same name (the next helm upgrade, a re-sync) may succeed.
+	// RetryAfterFailure is how long a failed migration's identity, or a wait that ended in an error, waits
+	// before asking again (default 15s): a new Job of the same name (the next helm upgrade, a re-sync) may
+	// succeed, and the database's object may come back.
 	RetryAfterFailure time.Duration
 	// MinBackoff and MaxBackoff bound the delay before listing the pods again after an error, and before
 	// retrying a patch that failed (defaults 500ms and 10s).
@@ -224,7 +227,7 @@ func (r *runner) startWait(ctx context.Context, m migration) {
 				return
 			}
 			r.send(wctx, func() { r.outcome(wctx, m, w, res, err) })
-			if err != nil || res.Outcome == gate.Succeeded {
+			if err == nil && res.Outcome == gate.Succeeded {
 				return
 			}
 			select {
@@ -244,7 +247,7 @@ func (r *runner) outcome(ctx context.Context, m migration, w *waiter, res gate.R
 	switch {
 	case err != nil:
 		w.failure = err.Error()
-		r.cfg.Log.Error(fmt.Sprintf("cannot wait for %s: %v; its pods stay pending", m, err))
+		r.cfg.Log.Error(fmt.Sprintf("cannot wait for %s: %v; its pods stay pending, asking again in %s", m, err, r.cfg.RetryAfterFailure))
 		r.tell(ctx, m, "MigrationUnknown", fmt.Sprintf("premigrate cannot wait for %s: %v", m, err))
 	case res.Outcome == gate.Succeeded:
 		w.succeeded = true

@@ -42,10 +42,21 @@ type waits struct {
 	mu       sync.Mutex
 	calls    map[string]int
 	outcomes map[string]chan gate.Result
+	errs     map[string]chan error
 }
 
 func newWaits() *waits {
-	return &waits{calls: map[string]int{}, outcomes: map[string]chan gate.Result{}}
+	return &waits{calls: map[string]int{}, outcomes: map[string]chan gate.Result{}, errs: map[string]chan error{}}
+}
+
+// errCh ends the next wait for identity with an error.
+func (w *waits) errCh(identity string) chan error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.errs[identity] == nil {
+		w.errs[identity] = make(chan error, 10)
+	}
+	return w.errs[identity]
 }
 
 func (w *waits) ch(identity string) chan gate.Result {
@@ -64,6 +75,8 @@ func (w *waits) wait(ctx context.Context, identity, job string) (gate.Result, er
 	select {
 	case res := <-w.ch(identity):
 		return res, nil
+	case err := <-w.errCh(identity):
+		return gate.Result{}, err
 	case <-ctx.Done():
 		return gate.Result{}, ctx.Err()
 	}
@@ -165,6 +178,27 @@ func TestRunKeepsThePodsHeldAndPostsOneEventNamingTheMigrationWhenItFailed(t *te
 	w.ch("id1") <- gate.Result{Outcome: gate.Succeeded, Recorded: true}
 	require.Eventually(t, func() bool { return len(gates(t, cs, "shop-a")) == 0 }, 5*time.Second, 5*time.Millisecond,
 		"released once a later Job of that name succeeded")
+}
+
+func TestRunAsksAgainAfterAWaitThatEndedInAnErrorAndReleasesThePodsOnceTheMigrationSucceeded(t *testing.T) {
+	cs := fake.NewClientset(heldPod("shop-a", "id1"))
+	w := newWaits()
+	start(t, cs, w)
+	for range 2 {
+		w.errCh("id1") <- errors.New("the database's persistentvolumeclaim data-shop-postgresql-0: not found within 24h0m0s")
+	}
+
+	require.Eventually(t, func() bool { return w.count("id1/shop-migrate") >= 3 }, 5*time.Second, 5*time.Millisecond,
+		"asked again after each error, not given up until the gate's pod restarts")
+	ev := events(t, cs)
+	require.Len(t, ev, 1, "the same error is told once")
+	assert.Equal(t, "MigrationUnknown", ev[0].Reason)
+	assert.Contains(t, ev[0].Message, "not found within 24h0m0s")
+	assert.Equal(t, []string{ungate.SchedulingGate}, gates(t, cs, "shop-a"), "an error starts nothing")
+
+	w.ch("id1") <- gate.Result{Outcome: gate.Succeeded, Recorded: true}
+	require.Eventually(t, func() bool { return len(gates(t, cs, "shop-a")) == 0 }, 5*time.Second, 5*time.Millisecond,
+		"released once a later wait saw the migration succeed")
 }
 
 func TestRunReleasesEachPodByItsOwnIdentity(t *testing.T) {
