@@ -10,6 +10,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -123,4 +124,61 @@ func TestGateUngateRunsAsItsOwnDeploymentWithTheRightsToReleaseThePodsAndNoOther
 	assert.False(t, found, "no gate Deployment without the mode")
 	assert.Empty(t, off.ofKind("ValidatingAdmissionPolicy"))
 	assert.Empty(t, off.deployment(t).Spec.Template.Spec.SchedulingGates)
+}
+
+// TestGateUngateRunsWhereTheAppsPodsMayRunAndOneOfItKeepsRunningThroughADrain: while no pod of <fullname>-gate
+// runs, no new app pod starts, so by default it takes the app pods' placement (a tainted pool's tolerations,
+// their node selector, affinity and priority), not the migration pod's; gate.deployment overrides each, a spread
+// constraint without labelSelector spreads the gate's own pods, and two replicas come with a budget that lets a
+// drain evict one at a time (one replica gets none, which would block the drain). None of it is the identity.
+func TestGateUngateRunsWhereTheAppsPodsMayRunAndOneOfItKeepsRunningThroughADrain(t *testing.T) {
+	const app = `gate: {waitIn: schedulingGate}
+postgresql: {auth: {password: pw}}
+nodeSelector: {pool: apps}
+tolerations: [{key: pool, operator: Equal, value: apps, effect: NoSchedule}]
+affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: arch, operator: In, values: [amd64]}]}]}}}
+priorityClassName: apps-high
+migration: {nodeSelector: {pool: batch}, tolerations: [], priorityClassName: batch}
+`
+	r := render(t, renderOptions{values: app})
+	spec := mustFind[*appsv1.Deployment](t, r, "Deployment", gateName).Spec.Template.Spec
+	appSpec := r.deployment(t).Spec.Template.Spec
+	assert.Equal(t, appSpec.NodeSelector, spec.NodeSelector, "the app's node selector, not the migration's")
+	assert.Equal(t, appSpec.Tolerations, spec.Tolerations)
+	assert.Equal(t, appSpec.Affinity, spec.Affinity)
+	assert.Equal(t, "apps-high", spec.PriorityClassName)
+	assert.Equal(t, int32(1), *mustFind[*appsv1.Deployment](t, r, "Deployment", gateName).Spec.Replicas)
+	_, budget := r.find("PodDisruptionBudget", gateName)
+	assert.False(t, budget, "one replica with a budget that allows no eviction would block every drain of its node")
+
+	own := render(t, renderOptions{values: app + `gate:
+  waitIn: schedulingGate
+  deployment:
+    replicas: 2
+    nodeSelector: {pool: system}
+    tolerations: [{operator: Exists}]
+    affinity: {}
+    priorityClassName: system-cluster-critical
+    topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}]
+`})
+	g := mustFind[*appsv1.Deployment](t, own, "Deployment", gateName)
+	spec = g.Spec.Template.Spec
+	assert.Equal(t, int32(2), *g.Spec.Replicas)
+	assert.Equal(t, map[string]string{"pool": "system"}, spec.NodeSelector)
+	assert.Equal(t, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, spec.Tolerations)
+	assert.Nil(t, spec.Affinity, "{} is no affinity, not the app's")
+	assert.Equal(t, "system-cluster-critical", spec.PriorityClassName)
+	require.Len(t, spec.TopologySpreadConstraints, 1)
+	require.NotNil(t, spec.TopologySpreadConstraints[0].LabelSelector)
+	assert.Equal(t, g.Spec.Selector.MatchLabels, spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels, "spreading the gate's own pods")
+	pdb := mustFind[*policyv1.PodDisruptionBudget](t, own, "PodDisruptionBudget", gateName)
+	require.NotNil(t, pdb.Spec.MaxUnavailable)
+	assert.Equal(t, 1, pdb.Spec.MaxUnavailable.IntValue())
+	assert.Equal(t, g.Spec.Selector.MatchLabels, pdb.Spec.Selector.MatchLabels)
+	assert.Equal(t, identityOf(t, r), identityOf(t, own), "where the gate runs is not part of the identity")
+	assert.Equal(t, r.job(t).Name, own.job(t).Name, "nor of the migration Job")
+
+	off := render(t, renderOptions{values: "postgresql: {auth: {password: pw}}\ngate: {deployment: {replicas: 3}}\n"})
+	_, budget = off.find("PodDisruptionBudget", gateName)
+	assert.False(t, budget, "no gate Deployment, no budget, without the mode")
 }

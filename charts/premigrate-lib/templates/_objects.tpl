@@ -280,7 +280,7 @@ and the check of the previous contract (requirePreviousContract): each renders n
 off.
 */}}
 {{- define "premigrate-lib.all" -}}
-{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "ungateServiceAccount" "ungateDeployment" "ungatePolicy" "ungatePolicyBinding" "migrationJob" "guardPolicy" "guardPolicyBinding" "guardRole" "guardRoleBinding" "contractJob" "contractServiceAccount" "contractRole" "contractRoleBinding" "requireContractJob" }}
+{{- range $t := list "recordsConfigMap" "migrationServiceAccount" "migrationRole" "migrationRoleBinding" "gateRole" "gateRoleBinding" "ungateServiceAccount" "ungateDeployment" "ungatePodDisruptionBudget" "ungatePolicy" "ungatePolicyBinding" "migrationJob" "guardPolicy" "guardPolicyBinding" "guardRole" "guardRoleBinding" "contractJob" "contractServiceAccount" "contractRole" "contractRoleBinding" "requireContractJob" }}
 {{- with include (printf "premigrate-lib.%s" $t) $ }}
 ---
 {{ . }}

@@ -70,9 +70,12 @@ automountServiceAccountToken: true
 {{- end }}
 
 {{/*
-The Deployment that releases the held pods: one replica (two would both patch, harmlessly; while it is down,
-new pods wait and nothing starts unmigrated), restricted Pod Security (the migration pod's security contexts),
-the gate's image and resources. An Argo CD wave before the migration Job, so it runs before the app's pods come.
+The Deployment that releases the held pods: gate.deployment.replicas (1 by default; while none runs, new pods
+wait and nothing starts unmigrated; two or more release the same pods harmlessly, each patch conditional on the
+gate still being there), placed by gate.deployment (by default where the migration pod may run, which is where
+the app's pods may: a tainted pool's tolerations, its node selector, affinity and priority), restricted Pod
+Security (the migration pod's security contexts), the gate's image and resources. An Argo CD wave before the
+migration Job, so it runs before the app's pods come.
 */}}
 {{- define "premigrate-lib.ungateDeployment" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
@@ -88,7 +91,7 @@ metadata:
     {{- . | nindent 4 }}
   {{- end }}
 spec:
-  replicas: 1
+  replicas: {{ int $c.gate.deployment.replicas }}
   revisionHistoryLimit: 3
   selector:
     matchLabels:
@@ -99,6 +102,7 @@ spec:
         {{- include "premigrate-lib.ungateSelectorLabels" $c | nindent 8 }}
     spec:
       serviceAccountName: {{ $c.gateName }}
+      {{- include "premigrate-lib.ungatePlacement" $c | nindent 6 }}
       {{- with $c.pod.imagePullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
@@ -147,6 +151,56 @@ spec:
           securityContext:
             {{- toYaml . | nindent 12 }}
           {{- end }}
+{{- end -}}
+{{- end }}
+
+{{/*
+Where <fullname>-gate's pods may run (pod spec fields, YAML): gate.deployment's priority, node selector,
+affinity, tolerations and topology spread constraints; a constraint without labelSelector spreads the gate's
+own pods. Argument: the config.
+*/}}
+{{- define "premigrate-lib.ungatePlacement" -}}
+{{- $d := .gate.deployment -}}
+{{- $spread := list -}}
+{{- range $d.topologySpreadConstraints -}}
+{{- $t := deepCopy . -}}
+{{- if not (hasKey $t "labelSelector") -}}
+{{- $_ := set $t "labelSelector" (dict "matchLabels" (include "premigrate-lib.ungateSelectorLabels" $ | fromYaml)) -}}
+{{- end -}}
+{{- $spread = append $spread $t -}}
+{{- end -}}
+{{- $out := dict -}}
+{{- with $d.priorityClassName }}{{ $_ := set $out "priorityClassName" . }}{{ end -}}
+{{- with $d.nodeSelector }}{{ $_ := set $out "nodeSelector" . }}{{ end -}}
+{{- with $d.affinity }}{{ $_ := set $out "affinity" . }}{{ end -}}
+{{- with $d.tolerations }}{{ $_ := set $out "tolerations" . }}{{ end -}}
+{{- with $spread }}{{ $_ := set $out "topologySpreadConstraints" . }}{{ end -}}
+{{- with $out }}{{ toYaml . }}{{ end -}}
+{{- end }}
+
+{{/*
+The PodDisruptionBudget of <fullname>-gate when it has more than one replica: a drain evicts one at a time, so one
+keeps releasing pods (the drained node's app pods come back held, and wait for it). One replica gets none: a
+budget that allows no eviction would block every drain of its node.
+*/}}
+{{- define "premigrate-lib.ungatePodDisruptionBudget" -}}
+{{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
+{{- if and $c.heldByScheduler (gt (int $c.gate.deployment.replicas) 1) -}}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ $c.gateName }}
+  labels:
+    {{- include "premigrate-lib.labels" (dict "c" $c "component" "gate") | nindent 4 }}
+  {{- with include "premigrate-lib.syncWaveOf" (dict "c" $c "wave" "-1") }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+spec:
+  maxUnavailable: 1
+  selector:
+    matchLabels:
+      {{- include "premigrate-lib.ungateSelectorLabels" $c | nindent 6 }}
 {{- end -}}
 {{- end }}
 
