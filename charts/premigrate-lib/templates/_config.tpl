@@ -142,14 +142,6 @@ args, env and envFrom default to the migration's); no API access, no RBAC */ -}}
 {{- $_ = set $gate "env" (ternary $c.env $g.env (kindIs "invalid" $g.env)) -}}
 {{- $_ = set $gate "envFrom" (ternary $c.envFrom $g.envFrom (kindIs "invalid" $g.envFrom)) -}}
 {{- $_ = set $gate "extraServiceAccountNames" ($g.extraServiceAccountNames | default list) -}}
-{{- /* where <fullname>-gate runs (gate.waitIn schedulingGate): a null or missing field is the migration pod's,
-which runs where the app may; neither the identity nor the Job's spec hash */ -}}
-{{- $gd := $g.deployment | default dict -}}
-{{- $d := dict "replicas" (ternary 1 $gd.replicas (kindIs "invalid" $gd.replicas)) "topologySpreadConstraints" ($gd.topologySpreadConstraints | default list) -}}
-{{- range $k := list "nodeSelector" "tolerations" "affinity" "priorityClassName" -}}
-{{- $_ = set $d $k (ternary (index $p $k) (index $gd $k) (kindIs "invalid" (index $gd $k))) -}}
-{{- end -}}
-{{- $_ = set $gate "deployment" $d -}}
 {{- $_ = set $c "gate" $gate -}}
 {{- $_ = set $c "identityExtra" ($v.identityExtra | default dict) -}}
 {{- include "premigrate-lib.validate" $c -}}
@@ -287,7 +279,6 @@ Checks of the values. Argument: the resolved configuration.
 {{- fail (printf "premigrate-lib: gate.extraServiceAccountNames has %v: each must name a workload's own ServiceAccount (not empty, not default, which every other pod of the namespace uses)" .) -}}
 {{- end -}}
 {{- end -}}
-{{- include "premigrate-lib.validateUngatePlacement" .gate.deployment -}}
 {{- with .database.object -}}
 {{- if not (regexMatch "^(pod|persistentvolumeclaim)/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$" .) -}}
 {{- fail (printf "premigrate-lib: database.object %q must be pod/NAME or persistentvolumeclaim/NAME: the object in the release's namespace that holds the database's data, whose UID names the database the records are bound to" .) -}}
@@ -371,28 +362,5 @@ ownerReferences:
     kind: ConfigMap
     name: {{ .recordsName }}
     uid: {{ .recordsUID }}
-{{- end -}}
-{{- end }}
-
-{{/*
-Checks of gate.deployment, where <fullname>-gate runs. Argument: the resolved gate.deployment.
-*/}}
-{{- define "premigrate-lib.validateUngatePlacement" -}}
-{{- $r := .replicas -}}
-{{- if not (and (or (kindIs "int" $r) (kindIs "int64" $r) (kindIs "float64" $r)) (ge (float64 $r) 1.0) (eq (float64 $r) (float64 (int $r)))) -}}
-{{- fail (printf "premigrate-lib: gate.deployment.replicas must be a whole number of at least 1, not %s %v: no replica of <fullname>-gate leaves every new app pod Pending (two or more keep one running through a drain, with a PodDisruptionBudget)" (kindOf $r) $r) -}}
-{{- end -}}
-{{- range $k := list "nodeSelector" "affinity" -}}
-{{- if not (kindIs "map" (get $ $k)) -}}
-{{- fail (printf "premigrate-lib: gate.deployment.%s must be a map (or null: the migration pod's), not %s %v" $k (kindOf (get $ $k)) (get $ $k)) -}}
-{{- end -}}
-{{- end -}}
-{{- range $k := list "tolerations" "topologySpreadConstraints" -}}
-{{- if not (kindIs "slice" (get $ $k)) -}}
-{{- fail (printf "premigrate-lib: gate.deployment.%s must be a list (or null), not %s %v" $k (kindOf (get $ $k)) (get $ $k)) -}}
-{{- end -}}
-{{- end -}}
-{{- if not (kindIs "string" .priorityClassName) -}}
-{{- fail (printf "premigrate-lib: gate.deployment.priorityClassName must be a string (or null: the migration pod's), not %s %v" (kindOf .priorityClassName) .priorityClassName) -}}
 {{- end -}}
 {{- end }}

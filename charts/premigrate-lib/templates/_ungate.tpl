@@ -80,6 +80,7 @@ migration Job, so it runs before the app's pods come.
 {{- define "premigrate-lib.ungateDeployment" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
 {{- if $c.heldByScheduler -}}
+{{- $d := include "premigrate-lib.ungateDeploymentValues" (dict "in" . "c" $c) | fromJson -}}
 apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -91,7 +92,7 @@ metadata:
     {{- . | nindent 4 }}
   {{- end }}
 spec:
-  replicas: {{ int $c.gate.deployment.replicas }}
+  replicas: {{ int $d.replicas }}
   revisionHistoryLimit: 3
   selector:
     matchLabels:
@@ -102,7 +103,7 @@ spec:
         {{- include "premigrate-lib.ungateSelectorLabels" $c | nindent 8 }}
     spec:
       serviceAccountName: {{ $c.gateName }}
-      {{- include "premigrate-lib.ungatePlacement" $c | nindent 6 }}
+      {{- include "premigrate-lib.ungatePlacement" (dict "c" $c "d" $d) | nindent 6 }}
       {{- with $c.pod.imagePullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
@@ -155,17 +156,49 @@ spec:
 {{- end }}
 
 {{/*
+gate.deployment, where <fullname>-gate runs, resolved and checked (JSON): replicas (1 by default) and
+topologySpreadConstraints (none), and the node selector, tolerations, affinity and priority class, whose
+missing or null values are the migration pod's (`pod`), which runs where the app may. Neither the identity nor the
+Job's spec hash. Argument: dict "in" (the usual argument) "c" (its config).
+*/}}
+{{- define "premigrate-lib.ungateDeploymentValues" -}}
+{{- $gd := (((.in.values | default dict).gate | default dict).deployment | default dict) -}}
+{{- $d := dict "replicas" (ternary 1 $gd.replicas (kindIs "invalid" $gd.replicas)) "topologySpreadConstraints" ($gd.topologySpreadConstraints | default list) -}}
+{{- range $k := list "nodeSelector" "tolerations" "affinity" "priorityClassName" -}}
+{{- $_ := set $d $k (ternary (index $.c.pod $k) (index $gd $k) (kindIs "invalid" (index $gd $k))) -}}
+{{- end -}}
+{{- $r := $d.replicas -}}
+{{- if not (and (or (kindIs "int" $r) (kindIs "int64" $r) (kindIs "float64" $r)) (ge (float64 $r) 1.0) (eq (float64 $r) (float64 (int $r)))) -}}
+{{- fail (printf "premigrate-lib: gate.deployment.replicas must be a whole number of at least 1, not %s %v: with no replica of <fullname>-gate no new app pod starts (two or more keep one running through a drain, with a PodDisruptionBudget)" (kindOf $r) $r) -}}
+{{- end -}}
+{{- range $k := list "nodeSelector" "affinity" -}}
+{{- if not (kindIs "map" (index $d $k)) -}}
+{{- fail (printf "premigrate-lib: gate.deployment.%s must be a map (or null: the migration pod's), not %s %v" $k (kindOf (index $d $k)) (index $d $k)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k := list "tolerations" "topologySpreadConstraints" -}}
+{{- if not (kindIs "slice" (index $d $k)) -}}
+{{- fail (printf "premigrate-lib: gate.deployment.%s must be a list (or null), not %s %v" $k (kindOf (index $d $k)) (index $d $k)) -}}
+{{- end -}}
+{{- end -}}
+{{- if not (kindIs "string" $d.priorityClassName) -}}
+{{- fail (printf "premigrate-lib: gate.deployment.priorityClassName must be a string (or null: the migration pod's), not %s %v" (kindOf $d.priorityClassName) $d.priorityClassName) -}}
+{{- end -}}
+{{- toJson $d -}}
+{{- end }}
+
+{{/*
 Where <fullname>-gate's pods may run (pod spec fields, YAML): gate.deployment's priority, node selector,
 affinity, tolerations and topology spread constraints; a constraint without labelSelector spreads the gate's
-own pods. Argument: the config.
+own pods. Argument: dict "c" (the config) "d" (premigrate-lib.ungateDeploymentValues).
 */}}
 {{- define "premigrate-lib.ungatePlacement" -}}
-{{- $d := .gate.deployment -}}
+{{- $d := .d -}}
 {{- $spread := list -}}
 {{- range $d.topologySpreadConstraints -}}
 {{- $t := deepCopy . -}}
 {{- if not (hasKey $t "labelSelector") -}}
-{{- $_ := set $t "labelSelector" (dict "matchLabels" (include "premigrate-lib.ungateSelectorLabels" $ | fromYaml)) -}}
+{{- $_ := set $t "labelSelector" (dict "matchLabels" (include "premigrate-lib.ungateSelectorLabels" $.c | fromYaml)) -}}
 {{- end -}}
 {{- $spread = append $spread $t -}}
 {{- end -}}
@@ -185,7 +218,9 @@ budget that allows no eviction would block every drain of its node.
 */}}
 {{- define "premigrate-lib.ungatePodDisruptionBudget" -}}
 {{- $c := dict -}}{{- include "premigrate-lib.config" (dict "in" . "out" $c) -}}
-{{- if and $c.heldByScheduler (gt (int $c.gate.deployment.replicas) 1) -}}
+{{- if $c.heldByScheduler -}}
+{{- $d := include "premigrate-lib.ungateDeploymentValues" (dict "in" . "c" $c) | fromJson -}}
+{{- if gt (int $d.replicas) 1 -}}
 apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata:
@@ -201,6 +236,7 @@ spec:
   selector:
     matchLabels:
       {{- include "premigrate-lib.ungateSelectorLabels" $c | nindent 6 }}
+{{- end -}}
 {{- end -}}
 {{- end }}
 

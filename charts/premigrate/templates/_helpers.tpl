@@ -187,13 +187,6 @@ labels and volumes where migration.* leaves them null. Usage:
   "progressInterval" $V.gate.progressInterval
   "resources" $V.gate.resources
   "serviceAccountName" (include "premigrate.serviceAccountName" $root) -}}
-{{- /* where <fullname>-gate runs: null is where the app pods run (not the migration pod's values) */ -}}
-{{- $gd := $V.gate.deployment | default dict -}}
-{{- $deployment := dict "replicas" $gd.replicas "topologySpreadConstraints" $gd.topologySpreadConstraints -}}
-{{- range $k, $app := dict "nodeSelector" $V.nodeSelector "tolerations" $V.tolerations "affinity" $V.affinity "priorityClassName" $V.priorityClassName -}}
-{{- $_ := set $deployment $k (ternary $app (index $gd $k) (kindIs "invalid" (index $gd $k))) -}}
-{{- end -}}
-{{- $_ := set $gate "deployment" $deployment -}}
 {{- /* the database the records are bound to: the embedded PostgreSQL's claim (or its pod, whose emptyDir holds
 the data without persistence), or the external database's URL */ -}}
 {{- $db := dict -}}
