@@ -66,6 +66,10 @@ type renderOptions struct {
 	// finds nothing but the existing objects (else the namespace's kube-root-ca.crt is found, as on every
 	// cluster).
 	noCluster bool
+	// secretFromRelease renders with no Secret database.existingSecret in the cluster: the release brings it
+	// (extraObjects, an ExternalSecret). Otherwise a render that sees the cluster finds it there, as it is
+	// before the release on every cluster with an external database.
+	secretFromRelease bool
 	// kubeVersion overrides the cluster version (.Capabilities.KubeVersion), e.g. "v1.33.0".
 	kubeVersion string
 	// chart is the chart's folder; empty means charts/premigrate. The library comes from its sources.
@@ -203,6 +207,9 @@ func renderValues(o renderOptions) (*result, error) {
 	}
 	if !o.noCluster {
 		existing = append(existing, kubeRootCA())
+		if secret, err := vals.PathValue("database.existingSecret"); err == nil && secret != "" && !o.secretFromRelease {
+			existing = append(existing, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint(secret), Namespace: namespace}})
+		}
 	}
 	cluster := fakeCluster{client: dynamicfake.NewSimpleDynamicClient(scheme.Scheme, existing...)}
 	files, err := engine.RenderWithClientProvider(ch, top, cluster)

@@ -14,7 +14,9 @@ import (
 // hooks of weight -10; `helm template` renders it too. A hook that finds no records ConfigMap (an install, helm
 // template, an upgrade after it was deleted) has no owner to name and does not pass --create-records: Helm's
 // install creates the release's objects after its hooks and fails on one that exists already. The embedded
-// database does not exist before the release: its install keeps the plain Job.
+// database does not exist before the release: its install keeps the plain Job; so does an external database
+// whose URL Secret the release brings itself (Helm creates it after the pre-install hooks, which would wait for it
+// until --timeout), unless preInstallHook says otherwise.
 func TestWithAnExternalDatabaseTheInstallsMigrationIsAPreInstallHook(t *testing.T) {
 	const both = "pre-install,pre-upgrade"
 	cases := []struct {
@@ -33,6 +35,8 @@ func TestWithAnExternalDatabaseTheInstallsMigrationIsAPreInstallHook(t *testing.
 		{name: "an install on the embedded database", o: renderOptions{}, createsRecords: true},
 		{name: "an upgrade on the embedded database", o: renderOptions{upgrade: true}, hook: "pre-upgrade", owned: true, createsRecords: true},
 		{name: "job mode on an external database", o: renderOptions{values: externalDB + "migration: {mode: job, preInstallHook: true}"}, createsRecords: true},
+		{name: "an install on an external database whose Secret the release brings", o: renderOptions{values: externalDB, secretFromRelease: true}, createsRecords: true},
+		{name: "an install on an external database whose Secret the release brings, with preInstallHook true", o: renderOptions{values: externalDB + "migration: {preInstallHook: true}", secretFromRelease: true}, hook: both},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -221,7 +221,7 @@ the data without persistence), or the external database's URL */ -}}
   "check" $m.check
   "identityExtra" $m.identityExtra
   "waitForPostgres" (ternary (printf "%s:5432" (include "premigrate.postgresqlName" $root)) "" $V.postgresql.enabled)
-  "preInstallHook" (ternary (not $V.postgresql.enabled) $m.preInstallHook (kindIs "invalid" $m.preInstallHook))
+  "preInstallHook" (eq (include "premigrate.preInstallHook" $root) "true")
   "pod" $pod
   "serviceAccount" (dict "annotations" (dig "serviceAccount" "annotations" dict $m))
   "guard" $m.guard
